@@ -67,12 +67,15 @@ class FakeScheduler:
     ("ours", "theirs"),
     [
         ("30 2 * * *", "cron(30 2 * * ? *)"),
-        ("0 9 * * mon-fri", "cron(0 9 ? * mon-fri *)"),
+        ("0 9 * * mon-fri", "cron(0 9 ? * MON-FRI *)"),
+        ("0 9 * * 1", "cron(0 9 ? * MON *)"),  # EventBridge's 1 is Sunday: days go as names
+        ("0 9 * * 0", "cron(0 9 ? * SUN *)"),
         ("0 0 1 * *", "cron(0 0 1 * ? *)"),
         ("rate(5 minutes)", "rate(5 minutes)"),
     ],
 )
 def test_expressions(ours: str, theirs: str) -> None:
+    """More, and a property over drawn expressions: tests/unit/test_eventbridge_cron.py."""
     assert scheduler_expression(ours) == theirs
 
 

@@ -1,8 +1,9 @@
 """The triggers of recurring schedules on AWS: one EventBridge Scheduler schedule per active
 schedule, in the service's schedule group, managed by the API (docs/schedules.md).
 
-Each EventBridge schedule carries the schedule's own expression and time zone
-(`cron(m h dom mon dow *)` / `rate(...)`, `ScheduleExpressionTimezone`) and invokes the
+Each EventBridge schedule carries the schedule's own expression, translated to EventBridge's
+cron (`cron(m h dom mon dow *)`, days of the week as SUN-SAT names) or the same `rate(...)`,
+and time zone (`ScheduleExpressionTimezone`) and invokes the
 sweeper function with `{"schedule_fire": {org_id, schedule_id, fire_at}}`, where `fire_at`
 is the scheduler's `<aws.scheduler.scheduled-time>`; the handler calls the same
 `Schedules.fire` as the sweeper's scan of the due index. A paused or deleted schedule's
@@ -21,22 +22,19 @@ from botocore.exceptions import ClientError
 
 from batchroute.adapters.aws import shared_client
 from batchroute.config import Settings
+from batchroute.domain.schedules.eventbridge import eventbridge_expression
 from batchroute.domain.schedules.schedules import Schedule
 
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 
 def scheduler_expression(expression: str) -> str:
-    """Ours (`30 2 * * *`, `rate(5 minutes)`) as EventBridge Scheduler's: a cron there has
-    six fields and one of day-of-month / day-of-week must be `?`."""
-    if expression.startswith("rate("):
-        return expression
-    minute, hour, dom, month, dow = expression.split(" ")
-    if dow in ("*", "?"):
-        dow = "?"
-    elif dom in ("*", "?"):
-        dom = "?"
-    return f"cron({minute} {hour} {dom} {month} {dow} *)"
+    """Ours (`30 2 * * *`, `0 9 * * 1`, `rate(5 minutes)`) as EventBridge Scheduler's
+    (`cron(30 2 * * ? *)`, `cron(0 9 ? * MON *)`): six fields, one of day-of-month /
+    day-of-week `?`, the days of the week as SUN-SAT names (EventBridge numbers them 1-7 from
+    Sunday, croniter 0-7), steps written out (domain/schedules/eventbridge.py). A schedule
+    is saved only when its expression translates (`Schedules._checked`)."""
+    return eventbridge_expression(expression)
 
 
 def schedule_name(schedule_id: str) -> str:

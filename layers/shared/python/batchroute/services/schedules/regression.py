@@ -141,11 +141,7 @@ class RegressionRuns:
     def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> RegressionRunView:
         """A schedule's run: its own golden set, else its input source's preset's; the
         benchmark under the schedule and the failing lanes excluded from its batches."""
-        golden_set, prepare = schedule.golden_set, None
-        if not golden_set:
-            preset = self.schedule_preset(schedule)
-            if preset is not None and preset.golden_set:
-                golden_set, prepare = preset.golden_set, _preset_input(preset)
+        golden_set, prepare = self._golden_set(schedule)
         subject = RegressionSubject(
             org_id=schedule.org_id,
             owner={"schedule_id": schedule.schedule_id},
@@ -158,6 +154,21 @@ class RegressionRuns:
         regression = self.measure(subject, trigger=trigger)
         self.store.set_exclusions(schedule, self._exclusions(schedule, regression))
         return {"object": "schedule.regression_run", **regression}
+
+    def golden_model(self, schedule: Schedule) -> str | None:
+        """The model of the golden set a run of the schedule would use now, if any."""
+        golden_set, _ = self._golden_set(schedule)
+        return golden_set["model"] if golden_set else None
+
+    def _golden_set(self, schedule: Schedule) -> tuple[GoldenSetView | None, Prepare | None]:
+        """The schedule's own golden set, else its input source's preset's (with the preset
+        applied to each input), resolved now."""
+        if schedule.golden_set:
+            return schedule.golden_set, None
+        preset = self.schedule_preset(schedule)
+        if preset is not None and preset.golden_set:
+            return preset.golden_set, _preset_input(preset)
+        return None, None
 
     def for_preset(self, preset: PresetVersion, *, trigger: str) -> RegressionRunView:
         """A preset version's run: the preset applied to each golden input; the benchmark
@@ -192,7 +203,9 @@ class RegressionRuns:
         regression_id = new_id("regr", now)
         terms = ReservationTerms(
             reservation_id=f"res_{regression_id}",
-            amount=Money.usd_ceil(sum((self._estimate(lane, golden) for lane in lanes), Decimal(0))),
+            amount=Money.usd_ceil(
+                sum((_estimate(lane, golden, subject.prepare) for lane in lanes), Decimal(0))
+            ),
             purpose="regression",
             ref=regression_id,
             expires_at=isoformat(self.deadline(now, calls=len(lanes) * len(golden.items))),
@@ -227,8 +240,8 @@ class RegressionRuns:
         done = self.clock.now()
         memo = f"golden-set regression {terms.ref} of {run.subject.label}"
         zone = controls.limit_timezone if controls else "UTC"
-        charge = _charge(terms.reservation_id, terms.amount, results, done, zone, memo)
-        regression = run.record(results, done, charge.charge)
+        charge, charged = _charge(terms.reservation_id, terms.amount, results, done, zone, memo)
+        regression = run.record(results, done, charged)
         settled = self.ledger.settle(org_id, charge, extra_items=[run.subject.record(regression)])
         if settled.replayed:
             logger.warning(
@@ -293,18 +306,6 @@ class RegressionRuns:
             lanes, self.catalog, self.guards, policy, operations=("responses",), basis="direct"
         )
 
-    @staticmethod
-    def _estimate(lane: Lane, golden: GoldenSet) -> Decimal:
-        total = Decimal(0)
-        for item in golden.items:
-            messages = item.input.get("messages") or []
-            prompt = tokens.prompt_tokens(
-                text_bytes=tokens.value_bytes(messages), messages=len(messages), images=0
-            )
-            output = min(lane.max_output_tokens, GOLDEN_MAX_OUTPUT)
-            total += token_cost(prompt, output, lane.price.input_per_mtok, lane.price.output_per_mtok)
-        return total
-
     def _run_lane(self, lane: Lane, golden: GoldenSet, prepare: Prepare | None) -> LaneResult:
         passed, prompt, completion = 0, 0, 0
         errors: list[LaneError] = []
@@ -359,6 +360,24 @@ class RegressionRuns:
                     "at": regression["completed_at"],
                 }
         return exclusions
+
+
+def _estimate(lane: Lane, golden: GoldenSet, prepare: Prepare | None) -> Decimal:
+    """The most a lane's answers to the golden set can cost: each input as it is SENT (a
+    preset's system prompt, options and schema with it: every string, key and number of the
+    prepared input counted), at most GOLDEN_MAX_OUTPUT output tokens each."""
+    total = Decimal(0)
+    output = min(lane.max_output_tokens, GOLDEN_MAX_OUTPUT)
+    for item in golden.items:
+        sent = prepare(item.input) if prepare is not None else item.input  # what _run_lane sends
+        messages = sent.get("messages")
+        prompt = tokens.prompt_tokens(
+            text_bytes=tokens.value_bytes(dict(sent)),
+            messages=len(messages) if isinstance(messages, list) else 1,
+            images=0,
+        )
+        total += token_cost(prompt, output, lane.price.input_per_mtok, lane.price.output_per_mtok)
+    return total
 
 
 def _no_candidates(model: str, policy: RoutePolicy | None, candidates: Admitted) -> Conflict:
@@ -434,11 +453,14 @@ class LaneResult:
 
 def _charge(
     hold_id: str, hold: Money, results: list[LaneResult], done: datetime, zone: str, memo: str
-) -> ReservationCharge:
-    """The run's charge: its lanes' cost, at most the hold, on the spend periods of `done`."""
+) -> tuple[ReservationCharge, Money]:
+    """The run's charge (its lanes' cost, on the spend periods of `done`) and what it charges:
+    at most the hold. The ledger caps the charge at the hold and records any cost above it as
+    `absorbed` (the estimate counts what is sent, so none is expected)."""
     cost = Money.usd_ceil(sum((r.cost for r in results), Decimal(0)))
     at, periods = isoformat(done), tuple(period_keys(done, zone).values())
-    return ReservationCharge(hold_id, min(cost, hold), at, periods, memo, _usage_charge(results, done, zone))
+    charge = ReservationCharge(hold_id, cost, at, periods, memo, _usage_charge(results, done, zone))
+    return charge, min(cost, hold)
 
 
 def _usage_charge(results: list[LaneResult], done: datetime, zone: str) -> UsageCharge:

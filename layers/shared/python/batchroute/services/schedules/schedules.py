@@ -25,8 +25,10 @@ from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.delivery.webhook_targets import webhook_target_problems
 from batchroute.domain.presets.golden_sets import RegressionRunView
 from batchroute.domain.routing.gates import GateFailure
+from batchroute.domain.schedules.eventbridge import eventbridge_expression
 from batchroute.domain.schedules.schedules import (
     BatchOptions,
+    LaneExclusion,
     RunView,
     Schedule,
     ScheduleDefinition,
@@ -64,7 +66,14 @@ class Triggers(Protocol):
 
 
 class RegressionStarter(Protocol):
+    """services/schedules/regression.py:RegressionRuns."""
+
     def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> RegressionRunView: ...
+
+    def golden_model(self, schedule: Schedule) -> str | None:
+        """The model of the schedule's golden set: its own, else its input source's preset's
+        (resolved now); None without one."""
+        ...
 
 
 def _webhook_context(org_id: str, schedule_id: str) -> dict[str, str]:
@@ -167,6 +176,7 @@ class Schedules:
             changed = replace(changed, anchor_at=isoformat(now))
         if changed.state == "active":
             changed = replace(changed, next_fire_at=self._next(changed, now))
+        changed = replace(changed, exclusions=self._kept_exclusions(changed))
         if not self.store.replace(changed, seen_version=current.version, new_version=True):
             raise Conflict(
                 "The schedule changed while this update was applied; retry.", code="concurrent_update"
@@ -243,12 +253,8 @@ class Schedules:
         schedule = self.store.get(org_id, schedule_id)
         if schedule is None:
             return ScheduleRun(schedule_id, at, 0, "skipped", created_at=now, trigger=trigger)
-        if trigger == "scheduler" and schedule.next_fire_at is not None:
-            # EventBridge's own fire time names the same firing as our due index when they
-            # are close (DST rules may differ by the hour): one fire key for both triggers.
-            due = datetime.fromisoformat(schedule.next_fire_at)
-            if abs(due - fire_at) <= SAME_FIRE:
-                at = schedule.next_fire_at
+        if trigger == "scheduler":
+            at = _named_fire(schedule, fire_at)
         existing = self.store.run(schedule_id, at)
         if existing is not None and existing.state != "firing":
             self._advance(schedule, at)
@@ -352,6 +358,22 @@ class Schedules:
         else:
             self.triggers.remove(schedule.schedule_id)
 
+    def _kept_exclusions(self, schedule: Schedule) -> dict[str, LaneExclusion]:
+        """The exclusions a new version keeps: those of lanes of its golden set's model (its
+        next run decides them again); none when it has no golden set, so nothing is left
+        excluded that no run can lift."""
+        if not schedule.exclusions:
+            return {}
+        if self.regression is not None:
+            model = self.regression.golden_model(schedule)
+        else:
+            model = schedule.golden_set["model"] if schedule.golden_set else None
+        return {
+            lane_id: exclusion
+            for lane_id, exclusion in schedule.exclusions.items()
+            if model is not None and lane_id.partition("/")[2] == model  # lane id: <provider>/<model>
+        }
+
     def _regress(self, principal: Principal, schedule: Schedule, trigger: str) -> None:
         """A new version with a golden set is benchmarked at once; a run that cannot be made
         (402 `insufficient_credits`, 403 `spending_limit_reached` over a hard limit, say) is
@@ -393,6 +415,7 @@ class Schedules:
         options = self._sealed_webhook(
             principal.org_id, schedule_id, definition.batch_options.copy(), current
         )
+        eventbridge_expression(definition.expression)  # the AWS trigger runs it (400 if it cannot)
         golden = definition.golden_set
         if golden is not None and self.catalog.model(golden.model) is None:
             raise InvalidRequest(
@@ -421,6 +444,25 @@ class Schedules:
             )
         sealed = self.sealer.seal(str(webhook["secret"]), context=_webhook_context(org_id, schedule_id))
         return {**options, "webhook": {"url": webhook["url"], "secret_sealed": sealed}}
+
+
+def _named_fire(schedule: Schedule, fire_at: datetime) -> str:
+    """The fire time of ours an EventBridge delivery for `fire_at` names: one fire key for
+    both triggers. A time at least as close to the last fire as to the next one is the last
+    fire delivered again (a retry, or a delivery after the sweeper caught it up): its run is
+    found, no batch made. Else a time within SAME_FIRE of the next fire is that fire, early or
+    late (the DST rules of croniter and EventBridge may differ by the hour); else its own."""
+    at = isoformat(fire_at)
+    if schedule.next_fire_at is None:
+        return at
+    due = datetime.fromisoformat(schedule.next_fire_at)
+    if schedule.last_fire_at is not None:
+        last = datetime.fromisoformat(schedule.last_fire_at)
+        if abs(fire_at - last) <= abs(due - fire_at):
+            return schedule.last_fire_at
+    if abs(due - fire_at) <= SAME_FIRE:
+        return schedule.next_fire_at
+    return at
 
 
 def _exclusions(schedule: Schedule) -> dict[str, GateFailure]:
