@@ -20,7 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, WithJsonSchema
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from batchroute.services.batches.create import IDEMPOTENCY_KEY_LENGTH
+from batchroute.domain.request_fields import IDEMPOTENCY_KEY_LENGTH
 
 COMPONENT_REF = "#/components/schemas/{model}"
 

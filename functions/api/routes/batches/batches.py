@@ -97,6 +97,8 @@ def _replayed(
                     "spent, projected)"
                 ),
                 403: "The role may not create batches",
+                404: "No such quote, input file or work order (`quote_not_found`, `file_not_found`, "
+                "`work_order_not_found`)",
                 409: "Idempotency-Key reused with another body, quote expired or not matching",
             }
         ),

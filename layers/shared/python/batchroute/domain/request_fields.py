@@ -4,9 +4,13 @@ naming the offending field (`details.field`, a path such as `target.id` or `labe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from batchroute.errors import InvalidRequest
+
+# The Idempotency-Key header's length, characters inclusive (the spec's Limits): checked by
+# services/batches/create.py `check_idempotency_key`, documented by functions/api/openapi.py.
+IDEMPOTENCY_KEY_LENGTH: Final = (8, 128)
 
 
 def invalid(path: str, message: str) -> InvalidRequest:

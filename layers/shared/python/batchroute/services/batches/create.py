@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Final, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
@@ -48,7 +48,7 @@ from batchroute.domain.delivery.webhook_targets import (
     public_url_check,
     webhook_target_problems,
 )
-from batchroute.domain.request_fields import invalid
+from batchroute.domain.request_fields import IDEMPOTENCY_KEY_LENGTH, invalid
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingFields, RoutingMode
 from batchroute.domain.work_orders.work_orders import WorkOrder
@@ -68,7 +68,6 @@ from batchroute.transactions import TransactItem
 
 SLA = timedelta(hours=24)
 IDEMPOTENCY_TTL = timedelta(hours=24)
-IDEMPOTENCY_KEY_LENGTH: Final = (8, 128)  # the spec's Limits: characters, inclusive
 MAX_CANCEL_REASON = 500
 
 
