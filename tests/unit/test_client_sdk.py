@@ -456,6 +456,39 @@ def test_chat_create_and_queue_are_not_repeated_after_a_network_error() -> None:
     assert json.loads(recorder.requests[0].content)["batch"] is True
 
 
+@pytest.mark.parametrize("code", ["provider_unavailable", "provider_failed"])
+def test_a_chat_request_the_service_says_it_did_nothing_for_is_repeated(code: str) -> None:
+    # A 503 whose code says no provider answered (or the answer failed before it was whole):
+    # the service released the hold and charged nothing (docs/chat.md), so it is repeated
+    # after its Retry-After, streamed or not
+    completion = {
+        "id": "chatcmpl-3",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "provider": "p",
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    recorder = Recorder(error(503, code, headers={"Retry-After": "1"}), httpx.Response(200, json=completion))
+    sleeps: list[float] = []
+    assert make(recorder, sleeps).chat.create("m", [{"role": "user", "content": "hi"}]).text == "Hi"
+    assert len(recorder.requests) == 2 and sleeps == [1.0]
+    sse = f"data: {json.dumps(_chunk('Hi', 'stop'))}\n\ndata: [DONE]\n\n"
+    recorder = Recorder(error(503, code), httpx.Response(200, text=sse))
+    assert (
+        "".join(c.text for c in make(recorder, []).chat.stream("m", [{"role": "user", "content": "hi"}]))
+        == "Hi"
+    )
+    assert len(recorder.requests) == 2
+    # Another 503 (the request may have run) is not repeated
+    recorder = Recorder(error(503, "upstream_busy"), httpx.Response(200, json=completion))
+    with pytest.raises(InternalServerError):
+        make(recorder, []).chat.create("m", [{"role": "user", "content": "hi"}])
+    assert len(recorder.requests) == 1
+
+
 # -- answers that are not the API's JSON ------------------------------------------------------------
 HTML = httpx.Response(
     200, text="<!doctype html><title>Console</title>", headers={"content-type": "text/html"}

@@ -271,7 +271,8 @@ class ClientBase:
 
     def retry_wait(self, attempt: int, response: httpx.Response | None, repeatable: bool) -> float | None:
         """Seconds before retrying failed attempt `attempt` (None: give up); `response` None is a
-        network error."""
+        network error. A request that is not repeatable is retried on a 503 whose code says the
+        service did nothing and charged nothing (`NOTHING_DONE`), as on a 429."""
         if response is None:
             return wait_before_retry(
                 self._backoff, attempt, self.max_retries, status=None, repeatable=repeatable
@@ -283,8 +284,25 @@ class ClientBase:
             status=response.status_code,
             retry_after=response.headers.get("retry-after"),
             now=self._clock(),
-            repeatable=repeatable,
+            repeatable=repeatable or nothing_done(response),
         )
+
+
+# The 503 codes of a chat request no provider answered (`provider_unavailable`) or whose
+# provider failed before the answer was whole (`provider_failed`, not streamed): the service
+# released the hold and charged nothing (docs/chat.md), so repeating it is safe.
+NOTHING_DONE = frozenset({"provider_unavailable", "provider_failed"})
+
+
+def nothing_done(response: httpx.Response) -> bool:
+    if response.status_code != 503:
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and error.get("code") in NOTHING_DONE
 
 
 def _batch_of(body: Any) -> models.Batch:
