@@ -30,6 +30,7 @@ from batchroute_tools.emulators.anthropic import AnthropicEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer
 from tests.integration.test_emulator_anthropic import strict
+from tests.integration.test_emulator_anthropic import wire as wire  # the fixture, over this module's base_url
 
 MODEL = "claude-sonnet-4-20250514"
 GOOD: dict[str, Any] = {"model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
@@ -42,13 +43,6 @@ def base_url() -> Iterator[str]:
         yield server.base_url + "/anthropic"
     finally:
         server.stop()
-
-
-@pytest.fixture
-def wire(base_url: str) -> Iterator[httpx.Client]:
-    headers = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}
-    with httpx.Client(base_url=base_url, headers=headers, timeout=10) as client:
-        yield client
 
 
 def test_a_batch_with_invalid_params_is_created_and_only_those_requests_error(wire: httpx.Client) -> None:

@@ -15,11 +15,10 @@ from batchroute_client.cli import main
 from batchroute_client.cli.runtime import Runtime
 from fastapi.testclient import TestClient
 
-from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
-from functions.api.auth import identity_store
-from tests.integration.principals import TestOrg, new_org
-from tests.integration.test_quotes import _heartbeat_all_lanes, _item
+from tests.integration.principals import TestOrg
+from tests.integration.test_client_api import http as http  # the fixtures
+from tests.integration.test_client_api import org as org
+from tests.integration.test_quotes import _item
 
 
 class LoseFirstCancelAnswer(httpx.BaseTransport):
@@ -41,18 +40,6 @@ class LoseFirstCancelAnswer(httpx.BaseTransport):
                     502, text="<html>Bad Gateway</html>", headers={"content-type": "text/html"}
                 )
         return httpx.Response(response.status_code, headers=response.headers, content=body)
-
-
-@pytest.fixture
-def http(local_aws: LocalStack) -> TestClient:
-    identity_store.cache_clear()
-    _heartbeat_all_lanes()
-    return TestClient(create_app(), raise_server_exceptions=False)
-
-
-@pytest.fixture
-def org(http: TestClient) -> TestOrg:
-    return new_org(credit_usd="10")
 
 
 def _new_batch(http: TestClient, org: TestOrg) -> str:
