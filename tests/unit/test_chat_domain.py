@@ -105,6 +105,14 @@ def test_lanes_rank_by_direct_price_then_preferences_reorder_and_filter() -> Non
     assert _plan(_request(provider_preferences={"allow_fallbacks": False})) == ["edge-eu"]
 
 
+def test_a_lane_whose_output_limit_is_below_max_tokens_is_tried_after_those_that_can_answer_in_full() -> None:
+    # edge-eu is the cheapest per token but stops at 4,096 tokens; 6,000 are asked
+    assert _plan(_request(max_tokens=6_000)) == ["deepinfra", "groq", "together", "fireworks", "edge-eu"]
+    # asked within its limit, it is first again; named first by the caller, it is kept first
+    assert _plan(_request(max_tokens=4_096))[0] == "edge-eu"
+    assert _plan(_request(max_tokens=6_000, provider_preferences={"order": ["edge-eu"]}))[0] == "edge-eu"
+
+
 def test_observed_failures_push_a_cheap_lane_down() -> None:
     flaky = {f"edge-eu/{LLAMA}": LaneRecord(successes=0, failures=60)}
     assert _plan(_request(), flaky)[0] == "deepinfra"

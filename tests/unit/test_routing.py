@@ -183,6 +183,46 @@ def test_context_window_counts_output_capped_by_the_lane() -> None:
     assert group.selected[0].output_tokens == 1_000
 
 
+def test_a_lane_that_would_cut_the_answer_short_ranks_after_one_that_can_produce_it() -> None:
+    # Given items asking for 3,000 output tokens, a lane that stops at 2,048 (cheap only
+    # because it would produce less) and a lane that can produce them, cheaper per token
+    short = lane("a", batch_in="0.36", batch_out="0.36", max_output=2_048)
+    full = lane("b", batch_in="0.20", batch_out="0.30", max_output=4_096)
+    for mode in ("cheapest", "sla_aware", "public_only"):
+        group = only_group(
+            plan_for(
+                PUBLIC[:2],
+                [short, full],
+                [chat_group(5, max_output_tokens=3_000)],
+                request=RouteRequest(routing_mode=mode),
+            )
+        )
+        # Then the lane that can produce them is selected, and is asked for all of them
+        assert selected_ids(group) == ["b/m-chat"], mode
+        assert group.selected[0].output_tokens == 15_000
+        # And the short lane's receipt says why, not that it costs more
+        receipt = rejected(group, "a/m-chat")
+        assert receipt.code == "outranked"
+        assert receipt.details["rank_basis"] == "output_limit"
+        assert (receipt.details["requested_output_tokens"], receipt.details["max_output_tokens"]) == (
+            3_000,
+            2_048,
+        )
+        assert "this lane stops at 2048" in receipt.message
+
+
+def test_a_short_lane_still_serves_when_no_lane_can_produce_the_output_asked() -> None:
+    # Given items asking for more than any lane produces: the cheapest runs them, capped
+    short = lane("a", batch_in="0.10", batch_out="0.40", max_output=2_048)
+    shorter_dearer = lane("b", max_output=1_024)
+    group = only_group(
+        plan_for(PUBLIC[:2], [short, shorter_dearer], [chat_group(2, max_output_tokens=9_000)])
+    )
+    assert selected_ids(group) == ["a/m-chat"]
+    assert group.selected[0].output_tokens == 4_096
+    assert rejected(group, "b/m-chat").details["rank_basis"] == "cost"
+
+
 def test_tool_support_lists_required_and_offered_tools() -> None:
     # Given a required web_search from the request and a calculator inferred from the input
     searcher = lane("a", tools=("web_search",))

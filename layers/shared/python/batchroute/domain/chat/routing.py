@@ -5,11 +5,13 @@ operation, privacy tier, tools and capabilities, context window, heartbeat, capa
 one-item group, then `provider_preferences.only` filters. The survivors are ranked:
 
 1. providers named in `order`, in that order;
-2. then by the expected direct price of a successful call: the request's estimated cost at
+2. then a lane that can produce the request's `max_tokens` before one whose output limit is
+   lower (its price looks lower only because it would answer less);
+3. then by the expected direct price of a successful call: the request's estimated cost at
    the lane's DIRECT prices divided by the lane's observed reliability (the catalog prior
    blended with what this process saw: `blended_reliability`), so a cheap lane that keeps
    failing loses to a slightly dearer one that answers;
-3. then lane id (stable).
+4. then lane id (stable).
 
 With `allow_fallbacks: false` only the first lane is kept. The org's route policy
 (route_policy.py) applies as the `policy` gate at DIRECT prices, its routing mode and privacy
@@ -69,6 +71,7 @@ class DirectLane:
     hold: Money  # the most this request can cost on this lane
     expected_cost: Decimal  # estimated cost / reliability: the ranking key
     reliability: Decimal
+    cuts_output: bool = False  # the lane stops short of the request's max_tokens
 
     @property
     def lane_id(self) -> str:
@@ -196,7 +199,9 @@ def _in_order(
     cut to the first when fallbacks are off (by the request or the policy): the cut ones go
     to `rejected` (and `rules`)."""
     order = {slug: i for i, slug in enumerate(prefs.order)}
-    eligible.sort(key=lambda d: (order.get(d.lane.provider, len(order)), d.expected_cost, d.lane_id))
+    eligible.sort(
+        key=lambda d: (order.get(d.lane.provider, len(order)), d.cuts_output, d.expected_cost, d.lane_id)
+    )
     if eligible and not prefs.allow_fallbacks:
         rejected.extend((d.lane_id, NOT_FIRST_CHOICE) for d in eligible[1:])
         eligible = eligible[:1]
@@ -231,4 +236,5 @@ def _direct_lane(
         hold=hold if hold.micros > 0 else Money(1),
         expected_cost=estimate / reliability,
         reliability=reliability,
+        cuts_output=asked is not None and asked > limit,
     )

@@ -450,6 +450,18 @@ def _cost_reason(candidate: _Candidate, best: _Candidate) -> tuple[str, dict[str
     return f"{price} and reliability; {best_id} comes first by lane id", {"tie_break": "lane_id"}
 
 
+def _cuts_output(candidate: _Candidate, group: ModelGroup) -> bool:
+    """Whether the lane would stop an item short of the output it asks for."""
+    return group.max_output_tokens > candidate.lane.max_output_tokens
+
+
+def _output_reason(candidate: _Candidate, best: _Candidate, group: ModelGroup) -> str:
+    return (
+        f"an item asks for up to {group.max_output_tokens} output tokens; {best.lane.lane_id} can "
+        f"produce them, this lane stops at {candidate.lane.max_output_tokens}"
+    )
+
+
 @dataclass
 class _Router:
     catalog: Catalog
@@ -488,7 +500,7 @@ class _Router:
                 rejected.append(_rejection(lane, failures, proof))
             else:
                 candidates.append(self._candidate(lane, provider, demand, live, proof, runs))
-        candidates.sort(key=self._rank_key(group.item_count))
+        candidates.sort(key=self._rank_key(group))
         chosen = self._assign(candidates, group.item_count)
         prefixes = _split_prefixes(chosen, shared, group.item_count)
         split = len(chosen) > 1 or any(c.taken < group.item_count for c in chosen)
@@ -497,7 +509,7 @@ class _Router:
                 continue
             could_help = candidate.remaining >= group.item_count or (split and candidate.remaining > 0)
             if chosen and could_help:
-                why = self._outranked(candidate, chosen)
+                why = self._outranked(candidate, chosen, group)
             else:
                 why = _capacity_failure(candidate.remaining, group.item_count)
             rejected.append(_rejection(candidate.lane, [why], candidate.proof))
@@ -533,18 +545,21 @@ class _Router:
         cost = expected_cost(lane, demand.prompt_tokens, demand.output_tokens, expected)
         return _Candidate(lane, provider, demand, live.remaining_capacity_items, proof, expected, cost)
 
-    def _rank_key(self, item_count: int) -> Callable[[_Candidate], tuple[int, Decimal, Decimal, str]]:
-        """Lower sorts first: the mode's preference, then cost, then reliability, then lane_id."""
+    def _rank_key(self, group: ModelGroup) -> Callable[[_Candidate], tuple[bool, int, Decimal, Decimal, str]]:
+        """Lower sorts first: a lane that can produce the output the items ask for before one
+        that would cut it short (its cost looks lower only because it produces less), then
+        the mode's preference, then cost, then reliability, then lane_id."""
         mode = self.request.routing_mode
+        item_count = group.item_count
 
-        def key(c: _Candidate) -> tuple[int, Decimal, Decimal, str]:
+        def key(c: _Candidate) -> tuple[bool, int, Decimal, Decimal, str]:
             if mode == "sla_aware":
                 first = 0 if c.remaining >= SLA_HEADROOM_RATIO * item_count else 1
             elif mode == "hybrid":
                 first = 0 if c.provider.kind == "edge" else 1
             else:
                 first = 0
-            return (first, c.rank_cost, -c.lane.reliability, c.lane.lane_id)
+            return (_cuts_output(c, group), first, c.rank_cost, -c.lane.reliability, c.lane.lane_id)
 
         return key
 
@@ -560,7 +575,7 @@ class _Router:
             return chosen + rest if rest else _untaken(chosen)
         return _fill(ranked, item_count)
 
-    def _outranked(self, candidate: _Candidate, chosen: list[_Candidate]) -> GateFailure:
+    def _outranked(self, candidate: _Candidate, chosen: list[_Candidate], group: ModelGroup) -> GateFailure:
         mode = self.request.routing_mode
         is_edge = candidate.provider.kind == "edge"
         peers = chosen
@@ -569,7 +584,13 @@ class _Router:
         best = (peers or chosen)[0]
         cost = Money.usd_ceil(candidate.demand.cost).to_api()["amount"]
         tie: dict[str, GateDetail] = {}
-        if mode == "hybrid" and not is_edge and not peers:
+        if _cuts_output(candidate, group) and not _cuts_output(best, group):
+            basis, why = "output_limit", _output_reason(candidate, best, group)
+            tie = {
+                "requested_output_tokens": group.max_output_tokens,
+                "max_output_tokens": candidate.lane.max_output_tokens,
+            }
+        elif mode == "hybrid" and not is_edge and not peers:
             basis, why = "edge_first", "hybrid routing fills edge lanes first and they had room"
         elif mode == "sla_aware":
             basis, why = "sla_headroom_then_cost", f"{best.lane.lane_id} ranks higher on headroom, then cost"
