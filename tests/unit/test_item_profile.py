@@ -65,12 +65,13 @@ _SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type"
 def an_item(draw: st.DrawFn, n: int) -> dict[str, Any]:
     kind = draw(st.sampled_from(["chat", "chat", "embed", "vision"]))
     text = "w " * draw(st.integers(0, 3_000)) + "w"  # never blank: the preflight refuses blank text
-    if kind == "embed":
+    if kind == "embed":  # one text, or a list of them (each must fit the window, not their sum)
+        inputs = draw(st.sampled_from([text, [text] * draw(st.integers(1, 6))]))
         return {
             "customer_item_id": f"id-{n}",
             "operation": "embeddings",
             "model": EMBED,
-            "input": {"input": text or "x"},
+            "input": {"input": inputs},
         }
     extra: dict[str, Any] = {}
     if draw(st.booleans()):
@@ -204,6 +205,25 @@ def test_the_frontier_decides_the_context_window_check_of_every_item(items: list
     else:
         assert from_profile is not None
         assert from_profile.result() == expected
+
+
+def test_an_item_asking_more_dimensions_than_the_model_makes_is_streamed_not_profiled() -> None:
+    """The profile stands in only when every item would pass its lane checks: `dimensions`
+    above the model's vector size (text-embedding-3-small: 1536) is one, reported per line."""
+    from batchroute.catalog import builtin_catalog
+    from batchroute.catalog.environments import load_deployment
+
+    cat = load_deployment(builtin_catalog(), "local").catalog
+
+    def embedding(index: int, dimensions: int) -> dict[str, Any]:
+        body = {"input": f"hello world {index}", "dimensions": dimensions}
+        return item(index, model="text-embedding-3-small", operation="embeddings", input=body)
+
+    fine = [embedding(0, 256), embedding(1, 1536)]
+    assert Preflight.from_profile(profile_items(fine), cat) is not None
+    too_many = [embedding(0, 256), embedding(1, 5000), embedding(2, 256)]
+    assert Preflight.from_profile(profile_items(too_many), cat) is None
+    assert [e.path for e in streamed(too_many, cat).result().errors] == ["items[1].input.dimensions"]
 
 
 # -- not clean: no usable profile -------------------------------------------------------------------

@@ -296,6 +296,27 @@ def test_dimensions_need_a_model_that_shortens_its_vectors_up_to_its_size() -> N
     assert "embedding_dimensions" in result.errors[1].message
 
 
+def test_each_input_of_an_embedding_list_must_fit_the_window_not_their_sum() -> None:
+    """OpenAI: "The input must not exceed the max input tokens for the model (8192 tokens ...)"
+    per input; each input of a list is embedded on its own. BGE's window is 512 tokens."""
+    preflight = _builtin_preflight()
+    review = "the quick brown fox jumps " * 20  # about 130 tokens
+    preflight.add_item(0, _embedding(0, "text-embedding-3-small", input=[review] * 100))
+    preflight.add_item(1, _embedding(1, "BAAI/bge-large-en-v1.5", input=["fox"] * 600))
+    preflight.add_item(2, _embedding(2, "BAAI/bge-large-en-v1.5", input=[[7] * 300, [8] * 300]))
+    # One input over the window is still refused, in a list or alone
+    preflight.add_item(3, _embedding(3, "BAAI/bge-large-en-v1.5", input=["fox", "word " * 700]))
+    preflight.add_item(4, _embedding(4, "text-embedding-3-small", input=[[7] * 9_000]))
+    result = preflight.result()
+    assert codes(result) == [
+        ("context_window", "preflight_context_window_exceeded", "items[3].input"),
+        ("context_window", "preflight_context_window_exceeded", "items[4].input"),
+    ]
+    # And the price still counts every input
+    groups = {group.model: group for group in preflight.groups}
+    assert groups["text-embedding-3-small"].prompt_tokens > 100 * 100
+
+
 def test_an_image_gemini_cannot_take_has_no_lane_of_a_gemini_model() -> None:
     """Gemini must be told an image's type and takes only its own: an untyped URL or a GIF needs
     `any_image_type`, which no lane of a Gemini model offers (the other vision models' do)."""

@@ -14,7 +14,7 @@ Exact, never approximate:
   lines); the groups are the ones the preflight builds when every item passes its lane
   checks (item indexes count items, as `read_items` does);
 - the per-item context-window check (`prompt + min(output, cap) <= window` for some lane)
-  is monotone in both sizes, so the Pareto frontier of (prompt_tokens, output_tokens) over
+  is monotone in both sizes, so the Pareto frontier of (window_prompt_tokens, output_tokens) over
   a model's items decides it for all of them: every item is dominated by a frontier point,
   and every frontier point is an item;
 - a file with anything unusual is not profiled (`usable` false, with the reason): a line
@@ -45,7 +45,7 @@ from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.domain.routing.prompt_cache import SharedPrefixView, run_views, runs_of
 
 PROFILE_VERSION: Final = 1
-FACTS_REVISION: Final = 2  # bump when read_item's facts of an item change
+FACTS_REVISION: Final = 3  # bump when read_item's facts of an item change
 FACTS: Final = (
     f"{FACTS_REVISION}:{tokens.BYTES_PER_TOKEN}:{tokens.TOKENS_PER_MESSAGE}:{tokens.TOKENS_PER_REQUEST}:"
     f"{tokens.TOKENS_PER_IMAGE}:{tokens.DEFAULT_OUTPUT_TOKENS}:{tokens.EMBEDDING_OUTPUT_TOKENS}"
@@ -70,6 +70,7 @@ _GROUP_FIELDS: Final = (
     "output_tokens",
     "max_output_tokens",
     "max_item_tokens",
+    "largest_dimensions",
 )
 
 
@@ -85,6 +86,7 @@ class ModelProfile:
     output_tokens: int
     max_output_tokens: int
     max_item_tokens: int
+    largest_dimensions: int
     operations: frozenset[str]
     tools: Mapping[str, int]
     capabilities: Mapping[str, int]
@@ -256,7 +258,7 @@ class ItemProfileBuilder:
             self._frontiers[facts.model] = _Frontier()
         group.add(index, facts)
         frontier = self._frontiers[facts.model]
-        frontier.add(facts.prompt_tokens, facts.output_tokens)
+        frontier.add(facts.window_prompt_tokens, facts.output_tokens)
         if len(frontier) > MAX_FRONTIER:
             self._reason = "frontier_too_large"
             return

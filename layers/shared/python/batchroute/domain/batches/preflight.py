@@ -254,6 +254,7 @@ class Preflight:
             if lanes.lanes and not (
                 model.operations <= lanes.operations
                 and all(lanes.admits(prompt, wanted) for prompt, wanted in model.frontier)
+                and not 0 < lanes.max_dimensions < model.largest_dimensions
             ):
                 return None
             preflight._groups[model.model] = model.group()
@@ -414,7 +415,7 @@ class Preflight:
                 {"max_dimensions": model.max_dimensions},
             )
             return False
-        prompt, wanted = facts.prompt_tokens, facts.output_tokens
+        prompt, wanted = facts.window_prompt_tokens, facts.output_tokens
         if not any(prompt + min(wanted, cap) <= window for window, cap in model.fits):
             largest_cap = max(cap for window, cap in model.fits if window == model.largest_window)
             self._error(

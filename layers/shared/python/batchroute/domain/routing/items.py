@@ -214,6 +214,10 @@ class ItemFacts(NamedTuple):
     capabilities: frozenset[str]  # runtime capabilities: json_schema, tool_calling, vision, ...
     prefix: ItemPrefix | None = None  # the cacheable prefix, when long enough (prompt_cache.py)
     dimensions: int = 0  # embeddings: the vector size asked for (`input.dimensions`); 0: the model's
+    # What one call must fit in the context window: the whole prompt, but for embeddings the
+    # largest single input (each input of a list is embedded on its own; OpenAI's limit is
+    # per input). read_item always sets it.
+    window_prompt_tokens: int = 0
 
 
 def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
@@ -267,6 +271,9 @@ def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
             capabilities=frozenset(capabilities) if capabilities else _NOTHING,
             prefix=None if operation == "embeddings" else item_prefix(payload),
             dimensions=estimate.dimensions,
+            window_prompt_tokens=estimate.prompt_tokens
+            if estimate.window_tokens < 0
+            else estimate.window_tokens,
         ),
         _NO_PROBLEMS,
     )
@@ -289,6 +296,7 @@ class ModelGroup:
     output_tokens: int = 0  # requested, uncapped
     max_output_tokens: int = 0
     max_item_tokens: int = 0  # the largest prompt + requested output of one item
+    largest_dimensions: int = 0  # embeddings: the largest `dimensions` an item asks for
     operations: set[str] = field(default_factory=set)
     tools: dict[str, int] = field(default_factory=dict)  # hosted tool -> first item index needing it
     capabilities: dict[str, int] = field(default_factory=dict)  # capability -> first item index
@@ -302,9 +310,10 @@ class ModelGroup:
         self.item_count += 1
         self.prompt_tokens += facts.prompt_tokens
         self.output_tokens += facts.output_tokens
-        self.max_prompt_tokens = max(self.max_prompt_tokens, facts.prompt_tokens)
+        self.max_prompt_tokens = max(self.max_prompt_tokens, facts.window_prompt_tokens)
         self.max_output_tokens = max(self.max_output_tokens, facts.output_tokens)
-        self.max_item_tokens = max(self.max_item_tokens, facts.prompt_tokens + facts.output_tokens)
+        self.max_item_tokens = max(self.max_item_tokens, facts.window_prompt_tokens + facts.output_tokens)
+        self.largest_dimensions = max(self.largest_dimensions, facts.dimensions)
         self.operations.add(facts.operation)
         for tool in facts.tools:
             self.tools.setdefault(tool, index)
@@ -344,6 +353,7 @@ class _Estimate:
     tools: set[str] = field(default_factory=set)
     capabilities: set[str] = field(default_factory=set)
     dimensions: int = 0  # embeddings: `input.dimensions`, when given
+    window_tokens: int = -1  # embeddings: the largest single input's tokens; -1: the whole prompt
 
 
 def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
@@ -845,26 +855,28 @@ def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem
     value = payload.get(key)
     if key == "input" and payload.get("text") is not None:
         problems.append(_shape("invalid_field", "input.text", "Give input or text, not both."))
-    text_bytes = 0
-    given_tokens = 0
+    text_bytes = largest_bytes = 0
+    given_tokens = largest_given = 0
     valid = True
     if isinstance(value, str) and value:
-        text_bytes = utf8_len(value)
+        text_bytes = largest_bytes = utf8_len(value)
     elif isinstance(value, list) and 0 < len(value) <= MAX_EMBEDDING_INPUTS:
         # One kind per list, as OpenAI's CreateEmbeddingRequest.input is one of [string],
         # [integer] and [[integer]]: a list mixing them is refused, not sent.
         first = value[0]
         if isinstance(first, str):
             valid = all(isinstance(entry, str) and entry for entry in value)
-            text_bytes = sum(utf8_len(entry) for entry in value) if valid else 0
-        elif _token_id(first):
+            sizes = [utf8_len(entry) for entry in value] if valid else [0]
+            text_bytes, largest_bytes = sum(sizes), max(sizes)
+        elif _token_id(first):  # one input given as token ids
             valid = all(_token_id(entry) for entry in value)
-            given_tokens = len(value)
+            given_tokens = largest_given = len(value)
         else:
             valid = all(
                 isinstance(entry, list) and entry and all(_token_id(t) for t in entry) for entry in value
             )
-            given_tokens = sum(len(entry) for entry in value) if valid else 0
+            lengths = [len(entry) for entry in value] if valid else [0]
+            given_tokens, largest_given = sum(lengths), max(lengths)
     else:
         valid = False
     if not valid:
@@ -878,6 +890,8 @@ def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem
             )
         )
     found.prompt_tokens = prompt_tokens(text_bytes=text_bytes, messages=0, images=0) + given_tokens
+    # Each input is embedded on its own: the largest one must fit the window, not their sum.
+    found.window_tokens = prompt_tokens(text_bytes=largest_bytes, messages=0, images=0) + largest_given
     return found
 
 
