@@ -250,6 +250,16 @@ def test_a_create_that_asks_other_routing_than_its_quote_is_refused(client: Test
     assert accepted.status_code == 202, accepted.text
     repeated = _create(client, org, {"quote_id": in_us["quote_id"], "regions": ["us"]}, key="key-same-0003")
     assert repeated.status_code == 202, repeated.text
+    # And a price cap is the same cap however its number is written (5, "5.00", 5.0)
+    capped = client.post(
+        "/v1/quotes/model",
+        json={"items": items, "max_price": {"output_per_mtok": 5}},
+        headers=org.key_headers(),
+    ).json()
+    for n, written in enumerate((5, "5", "5.00", 5.0)):
+        body = {"quote_id": capped["quote_id"], "items": items, "max_price": {"output_per_mtok": written}}
+        same_cap = _create(client, org, body, key=f"key-cap-{n:05d}")
+        assert same_cap.status_code == 202, (written, same_cap.text)
 
 
 def test_reads_list_get_and_other_orgs(client: TestClient, org: TestOrg) -> None:

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
@@ -676,7 +677,10 @@ def _quoted_fields(snapshot: QuoteSnapshot) -> RoutingFields:
 
 
 def _comparable(value: object) -> object:
-    """Lists compared as sets (tools and regions have no order)."""
+    """Lists compared as sets (tools and regions have no order); a price cap's bounds as
+    numbers ("0.50" is the cap 0.5)."""
+    if isinstance(value, dict):
+        return {name: Decimal(str(bound)) for name, bound in value.items()}
     return sorted(str(v) for v in value) if isinstance(value, list) else value
 
 
