@@ -5,10 +5,12 @@ provider first byte with failover. Only then is the answer started, with the ser
 provider in `x-service-provider` (and `provider` in the body). A stream's provider events
 are read by one thread of their own (`_Pump`), which hands each delta to the event loop as
 it arrives, so the provider is never kept waiting on the loop and each delta is sent at
-once. The answer's response object settles the hold once the answer has ended (the last
-byte is not held back by the settlement), shielded from the cancellation a client
-disconnect brings; a stream that stops early closes the upstream call first.
-docs/chat.md is the long form.
+once. The hold is settled once the answer is complete and before its last body message
+(a stream's [DONE] or error event, a non-streamed body): on AWS the invocation ends with
+the response's last byte and the environment is frozen, so nothing may be left for after
+it. A stream the client leaves is settled by its response object, shielded from the
+cancellation the disconnect brings, after closing the upstream call. docs/chat.md is the
+long form.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from batchroute.config import get_settings
 from batchroute.domain.accounts.access import Principal, authorize, may
 from batchroute.domain.chat.objects import (
     DONE_EVENT,
-    ChatCompletionView,
     ChatJobView,
     DeltaView,
     ServedBy,
@@ -46,7 +47,7 @@ from batchroute.domain.chat.objects import (
 from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
 from batchroute.errors import InvalidRequest, Unavailable
 from batchroute.observability import logger
-from batchroute.providers.base import ProviderError, StreamDelta, StreamEnd
+from batchroute.providers.base import PermanentProviderError, ProviderError, StreamDelta, StreamEnd
 from batchroute.services.accounts.authentication import Authenticator, KeyUnconfirmed
 from batchroute.services.chat.direct import DirectCall
 from batchroute.wiring import Wiring, wiring_for
@@ -71,6 +72,9 @@ PRESET_HEADER = "x-service-preset"  # the preset version a direct request was ex
 # The provider failed after its first byte: a non-streamed answer's 503 (nothing charged), a
 # stream's last event (what was generated charged).
 PROVIDER_FAILED = "provider_failed"
+# The provider refused the request (a permanent error: its content filter, say), before its
+# first byte or after: 400 (nothing charged), or a stream's last event.
+PROVIDER_REJECTED = "provider_rejected"
 
 
 _ERRORS = errors_doc(
@@ -216,10 +220,9 @@ async def create_chat_completion(request: Request) -> Response:
         return ChatEventStream(_events(stream), stream, headers=headers)
     try:
         await run_in_threadpool(_drain, call)
-    except BaseException:
+    finally:  # settled before the body is sent (on AWS nothing runs after its last byte)
         with anyio.CancelScope(shield=True):
             await run_in_threadpool(call.finish)
-        raise
     usage = call.usage_so_far()
     completion = chat_completion(
         ServedBy(call.completion_id, call.created, chat.model, call.provider),
@@ -231,7 +234,7 @@ async def create_chat_completion(request: Request) -> Response:
         tool_calls=call.tool_calls,
         refusal=call.refusal,
     )
-    return ChatCompletionResponse(completion, call, headers=headers)
+    return JSONResponse(completion, headers=headers)
 
 
 @router.get(
@@ -247,10 +250,23 @@ def get_chat_job(job_id: str, principal: Reader, wiring: WiringDep) -> ChatJobVi
 def _drain(call: DirectCall) -> None:
     """Reads the whole answer. A provider that fails after its first byte ends the request in
     503 `provider_failed`, its hold released: no part of the answer reached the client, so
-    nothing is charged, and a retry (the SDK's own) is a new request, held and settled alone."""
+    nothing is charged, and a retry (the SDK's own) is a new request, held and settled alone.
+    A refusal (a permanent error: Gemini's content filter) is 400 `provider_rejected`, as
+    before the first byte: retrying it would be refused again."""
     try:
         while call.next_event() is not None:
             pass
+    except PermanentProviderError as exc:
+        logger.info(
+            "provider refused after its first byte",
+            extra={"batch_id": call.batch_id, "lane": call.lane.lane_id, "code": exc.code},
+        )
+        call.abandon(f"{PROVIDER_REJECTED}: {exc.code}")
+        raise InvalidRequest(
+            f"{call.provider} refused the request: {exc.message}",
+            code=PROVIDER_REJECTED,
+            details={"provider": call.provider, "provider_code": exc.code},
+        ) from exc
     except ProviderError as exc:
         logger.warning(
             "provider failed after its first byte",
@@ -270,7 +286,13 @@ def _stream_error(call: DirectCall, exc: Exception) -> bytes:
     """The SSE event that ends a stream that failed midway, in the error envelope's shape
     (`data: {"error": {code, message, details}}`, no [DONE]): the SDK raises it as an
     `APIError` with this code and message, as it does OpenAI's own."""
-    if isinstance(exc, ProviderError):
+    if isinstance(exc, PermanentProviderError):
+        error = {
+            "code": PROVIDER_REJECTED,
+            "message": f"{call.provider} refused the request: {exc.message}",
+            "details": {"provider": call.provider, "provider_code": exc.code},
+        }
+    elif isinstance(exc, ProviderError):
         error = {
             "code": PROVIDER_FAILED,
             "message": f"The provider {call.provider} failed while answering ({exc.code}); "
@@ -350,6 +372,19 @@ class _Stream:
         call = self.call
         call.finish(error=self.error if not call.finished else None)
 
+    async def settle(self, refused: PermanentProviderError | None = None) -> None:
+        """Settle before the answer's last event (on AWS nothing runs after the last byte),
+        shielded from a disconnect meanwhile. A refusal before any output (Gemini's blocked
+        prompt) releases the hold whole, as a refusal before the first byte does. A failed
+        settlement is logged: the answer stands, and the sweeper settles the hold."""
+        with anyio.CancelScope(shield=True):
+            try:
+                if refused is not None and not self.call.completion_tokens:
+                    await anyio.to_thread.run_sync(self.call.abandon, f"{PROVIDER_REJECTED}: {refused.code}")
+                await anyio.to_thread.run_sync(self.finish)
+            except Exception:
+                logger.exception("settling a chat stream failed", extra={"batch_id": self.call.batch_id})
+
 
 async def _events(stream: _Stream) -> AsyncIterator[bytes]:
     """The SSE body: a role chunk at once (the provider's first byte has arrived), one chunk
@@ -394,8 +429,9 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
             yield event(
                 usage=usage_object(usage.prompt_tokens, usage.completion_tokens, usage.cached_input_tokens)
             )
-        yield DONE_EVENT
         stream.error = None
+        await stream.settle()
+        yield DONE_EVENT
     except Exception as exc:  # one error event ends the answer (no [DONE]); what was generated is charged
         if isinstance(exc, ProviderError):
             extra = {"batch_id": call.batch_id, "lane": call.lane.lane_id, "code": exc.code}
@@ -403,9 +439,10 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
         else:
             logger.exception("chat stream failed", extra={"batch_id": call.batch_id})
         stream.error = "stream_failed"
+        await stream.settle(exc if isinstance(exc, PermanentProviderError) else None)
         yield _stream_error(call, exc)
     finally:
-        pump.stop()  # the answer's response settles once it has ended (ChatEventStream)
+        pump.stop()  # a stream the client left is settled by its response (ChatEventStream)
 
 
 def _delta(item: StreamDelta) -> DeltaView:
@@ -422,7 +459,8 @@ def _delta(item: StreamDelta) -> DeltaView:
 
 class ChatEventStream(StreamingResponse):
     """An SSE answer that, however it ends, closes its body generator, stops and closes the
-    upstream call if still going, and settles the hold, after the last byte has been sent."""
+    upstream call if still going, and settles the hold if its body has not (a client that
+    went away; an answer that ended settled it before its last event: `_Stream.settle`)."""
 
     def __init__(self, body: AsyncIterator[bytes], stream: _Stream, *, headers: dict[str, str]) -> None:
         super().__init__(
@@ -444,19 +482,3 @@ class ChatEventStream(StreamingResponse):
                         await aclose()
                 finally:
                     await anyio.to_thread.run_sync(self._stream.finish)
-
-
-class ChatCompletionResponse(JSONResponse):
-    """A chat.completion whose hold is settled once the answer has been sent (the usage in
-    it is final: the provider's stream has ended)."""
-
-    def __init__(self, content: ChatCompletionView, call: DirectCall, *, headers: dict[str, str]) -> None:
-        super().__init__(content, headers=headers)
-        self._call = call
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._call.finish)

@@ -781,8 +781,9 @@ class StreamAccumulator:
         return text
 
     def delta(self, text: str) -> base.StreamDelta | None:
-        """What the last chunk adds to the answer (None for nothing)."""
-        return base.stream_delta(text, self.fresh)
+        """What the last chunk adds to the answer (None for nothing), with the usage Gemini
+        has reported so far (every chunk's usageMetadata: the prompt, the output so far)."""
+        return base.stream_delta(text, self.fresh, usage=usage(self.meta) if self.meta else None)
 
     @property
     def finished(self) -> bool:

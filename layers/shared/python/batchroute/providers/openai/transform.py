@@ -418,13 +418,11 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
             )
         elif isinstance(kind, str) and kind in TOOL_CALL_ITEMS:
             tools[TOOL_CALL_ITEMS[kind]] = tools.get(TOOL_CALL_ITEMS[kind], 0) + 1
-    incomplete = _mapping(body.get("incomplete_details"))
-    length = body.get("status") == "incomplete" and incomplete.get("reason") == "max_output_tokens"
     output: dict[str, Any] = {
         "type": "message",
         "role": "assistant",
         "content": "".join(texts),
-        "finish_reason": "length" if length else "tool_calls" if calls else "stop",
+        "finish_reason": _incomplete_finish(body) or ("tool_calls" if calls else "stop"),
     }
     if calls:
         output["tool_calls"] = calls
@@ -432,6 +430,17 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
         output["refusal"] = "".join(refusals)
     counted = response_usage(body.get("usage"), tools)
     return base.ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=counted)
+
+
+def _incomplete_finish(body: Mapping[str, Any]) -> base.FinishReason | None:
+    """The finish reason an `incomplete` Response names: `length` when cut at
+    `max_output_tokens`, `content_filter` when the vendor's filter stopped it."""
+    if body.get("status") != "incomplete":
+        return None
+    reason = _mapping(body.get("incomplete_details")).get("reason")
+    if reason == "max_output_tokens":
+        return "length"
+    return "content_filter" if reason == "content_filter" else None
 
 
 def response_usage(usage: object, tools: Mapping[str, int]) -> base.Usage:
@@ -553,8 +562,11 @@ class StreamAccumulator:
         self.ident = str(chunk.get("id") or self.ident)
         self.model = str(chunk.get("model") or self.model)
         self.created = int(chunk.get("created") or self.created)
-        if isinstance(chunk.get("usage"), Mapping):
-            self.usage = chat_usage(chunk["usage"])
+        given = chunk.get("usage")
+        if not isinstance(given, Mapping):  # Groq also reports it in `x_groq.usage` (final chunk)
+            given = _mapping(chunk.get("x_groq")).get("usage")
+        if isinstance(given, Mapping):
+            self.usage = chat_usage(given)
         text = ""
         for choice in chunk.get("choices") or []:
             delta = _mapping(choice.get("delta") if isinstance(choice, Mapping) else None)

@@ -55,6 +55,7 @@ from batchroute.providers.base import (
     Usage,
     joined_tool_calls,
 )
+from batchroute.providers.retry import RetryPolicy
 from batchroute.services.accounts.authentication import KeyUnconfirmed
 from batchroute.services.billing.ports import ControlsReader, MoneyWatch
 from batchroute.services.billing.rate_limiting import RateLimiter
@@ -67,6 +68,9 @@ from batchroute.services.routing.policy import policy_version
 from batchroute.services.routing.ports import OrgPolicies
 
 SLA = timedelta(hours=24)
+# A settlement that fails (the wallet's transaction kept colliding) is tried 3 times in all,
+# waiting up to 0.2 s, then 0.4 s: it runs before the answer's last byte.
+SETTLE_RETRY = RetryPolicy(max_attempts=3, base_seconds=0.2, cap_seconds=1.0)
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,8 @@ class DirectCall:
     lane: DirectLane
     attempts: list[LaneAttempt]
     created: int
-    settle: Callable[[DirectCall, str | None], SettlementResult]
+    # Settles the hold; None when it could not (the sweeper then settles at the final usage).
+    settle: Callable[[DirectCall, str | None], SettlementResult | None]
     checkpoint: Callable[[DirectCall], None]
     clock: Clock
     checkpoint_seconds: float
@@ -104,6 +109,7 @@ class DirectCall:
     # Releases the whole hold, charging nothing (`abandon`); set by DirectChat.
     release: Callable[[DirectCall, str], None] = field(default=lambda call, error: None, repr=False)
     released: bool = False
+    unsettled: bool = False  # settling failed for good: the sweeper settles it
     _last_checkpoint: datetime | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -139,6 +145,11 @@ class DirectCall:
             return event
         if isinstance(event, StreamEnd):
             self.result = event.result
+            if self.completion_tokens and not _reported(event.result.usage):
+                logger.warning(
+                    "the provider's stream reported no usage: charged at the estimate",
+                    extra={"batch_id": self.batch_id, "lane": self.lane.lane_id},
+                )
             return event
         if event is None or isinstance(event, StreamStart):
             if event is None:  # ended without a StreamEnd: what arrived is the answer
@@ -151,8 +162,10 @@ class DirectCall:
 
     def usage_so_far(self) -> Usage:
         """The answer's usage once it ended; before, the deltas so far and the input as the
-        vendor reported it (with its prompt-cache split), else as estimated."""
-        if self.result is not None:
+        vendor reported it (with its prompt-cache split), else as estimated. An answer whose
+        vendor reported no usage at all (a compatible host that ignores
+        `stream_options.include_usage`) counts as one that is still going: the estimate."""
+        if self.result is not None and (_reported(self.result.usage) or not self.completion_tokens):
             return self.result.usage
         estimated = self.request.facts.prompt_tokens
         reported = self.reported
@@ -196,12 +209,14 @@ class DirectCall:
 
     def finish(self, *, error: str | None = None) -> SettlementResult | None:
         """Stop the upstream call (if still going) and settle the hold, exactly once (None once
-        `abandon` released it and the release did not answer: the sweeper ends it)."""
+        `abandon` released it and the release did not answer, or the settlement kept failing:
+        the sweeper ends it)."""
         with self._lock:
-            if self.settlement is not None or self.released:
+            if self.settlement is not None or self.released or self.unsettled:
                 return self.settlement
             self._close()
             self.settlement = self.settle(self, error)
+            self.unsettled = self.settlement is None
             return self.settlement
 
     def abandon(self, error: str) -> None:
@@ -259,6 +274,8 @@ class DirectChat:
     availability: LaneAvailability | None = None
     # Starts the first lane's request while the hold commits; None: hold first, then call.
     early: EarlyStarts | None = None
+    # How a failed settlement is retried (backoff with jitter; tests inject the sleeper).
+    settle_retry: RetryPolicy = field(default_factory=lambda: SETTLE_RETRY)
 
     # -- before the first byte ---------------------------------------------------------------
     def plan(self, request: ChatRequest, org_id: str | None = None) -> DirectPlan:
@@ -443,7 +460,36 @@ class DirectChat:
         )
 
     # -- settlement --------------------------------------------------------------------------
-    def _settle(self, call: DirectCall, error: str | None) -> SettlementResult:
+    def _settle(self, call: DirectCall, error: str | None) -> SettlementResult | None:
+        """Settle, retrying a failure with backoff (`settle_retry`; the ledger's conditional
+        settlement makes a retry of one that did commit replay it). If it still fails, the
+        final usage becomes the record's checkpoint, so the sweeper charges what was
+        generated rather than what the last checkpoint saw; None."""
+        attempt = 1
+        while True:
+            try:
+                return self._settle_once(call, error)
+            except Exception as exc:
+                if not self.settle_retry.can_retry(attempt):
+                    logger.error(
+                        "settling a chat hold failed; the sweeper settles it at its final usage",
+                        extra={"batch_id": call.batch_id, "attempts": attempt},
+                        exc_info=exc,
+                    )
+                    break
+                logger.warning(
+                    "settling a chat hold failed; retrying",
+                    extra={"batch_id": call.batch_id, "attempt": attempt, "code": _describe(exc)},
+                )
+                self.settle_retry.wait(attempt)
+                attempt += 1
+        try:
+            self._checkpoint(call)
+        except Exception:  # the sweeper charges the last checkpoint written while streaming
+            logger.exception("writing a chat hold's final usage failed", extra={"batch_id": call.batch_id})
+        return None
+
+    def _settle_once(self, call: DirectCall, error: str | None) -> SettlementResult:
         now = self.clock.now()
         at = isoformat(now)
         usage = call.usage_so_far()
@@ -619,6 +665,11 @@ def direct_unit_prices(price: LanePrice) -> dict[str, str]:
     if price.cache_write_input_per_mtok is not None:
         shown["cache_write_input_per_mtok"] = format(price.cache_write_input_per_mtok, "f")
     return shown
+
+
+def _reported(usage: Usage) -> bool:
+    """Whether a vendor's usage says anything (a stream that reported none has zeros)."""
+    return bool(usage.prompt_tokens or usage.completion_tokens)
 
 
 def _attempt(lane: DirectLane, error: str | None) -> LaneAttempt:
