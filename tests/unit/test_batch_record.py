@@ -56,6 +56,7 @@ STORED: dict[str, Any] = {
         "receipt_key": "b",
     },
     "lane_tallies": {"01-a-m": {"completed": 2, "failed": 1, "prompt_tokens": 9, "completion_tokens": 4}},
+    "finalizing_at": "2026-01-01T00:03:30.000Z",
     "finalized_at": "2026-01-01T00:04:00.000Z",
     "billing": {"object": "billing_receipt", "credit_charged": {"currency": "usd", "amount": "0.01"}},
     "settled_at": "2026-01-01T00:05:00.000Z",

@@ -41,14 +41,10 @@ from batchroute.domain.batches.artifact_keys import receipt_key as receipt_key
 from batchroute.domain.batches.artifact_keys import result_chunk_key as result_chunk_key
 from batchroute.domain.batches.artifact_keys import results_index_key as results_index_key
 from batchroute.domain.batches.artifact_keys import results_key as results_key
-from batchroute.domain.batches.jsonl import LineError, LineParser, LineValue, parse_jsonl, parse_line
+from batchroute.domain.batches.jsonl import CorruptArtifact as CorruptArtifact
+from batchroute.domain.batches.jsonl import LineParser, LineValue, artifact_lines, parse_line
 from batchroute.domain.routing.items import InputLine
 from batchroute.domain.workflow.results import ResultLine
-from batchroute.errors import PermanentError
-
-
-class CorruptArtifact(PermanentError):
-    pass
 
 
 def _of_model(model: str, number: int, raw: bytes) -> LineValue | None:
@@ -130,11 +126,10 @@ class BatchArtifacts:
         self, key: str, *, missing_ok: bool = False, parse: LineParser | None = None
     ) -> Iterator[dict[str, Any]]:
         """The JSON objects of a JSONL object, streamed; a missing object is empty when
-        `missing_ok`."""
-        for line_no, parsed in parse_jsonl(self._chunks(key, missing_ok=missing_ok), parse=parse):
-            if isinstance(parsed, LineError):
-                raise CorruptArtifact(f"{key} line {line_no}: {parsed.message}")
-            yield parsed
+        `missing_ok`. The service wrote it: its lines are held to the artifact cap (a result
+        row holds a provider's whole answer), not the customer-input one, and a line that does
+        not read raises CorruptArtifact."""
+        return artifact_lines(self._chunks(key, missing_ok=missing_ok), key=key, parse=parse)
 
     def input_lines(self, batch_id: str, chunk: int, *, model: str | None = None) -> Iterator[InputLine]:
         """`{"seq", "item"}` lines of an input chunk, in seq order (as batch create or Intake

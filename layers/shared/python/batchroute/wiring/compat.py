@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,8 @@ class CompatWiring(ChatWiring):
             batches=self.batch_records,
             artifacts=self.artifacts,
             reclaim=self.batch_records,
+            retention=self.retention,
+            grace=timedelta(hours=self.settings.retention_grace_hours),
         )
 
     @cached_property

@@ -33,8 +33,17 @@ from typing import Any, Final, Literal, TypedDict
 import orjson
 
 from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, nests_deeper_than
+from batchroute.errors import PermanentError
 
-MAX_LINE_BYTES = 1024 * 1024
+MAX_LINE_BYTES = 1024 * 1024  # a customer's line (an uploaded file, an item)
+# The cap on a line of an artifact the service wrote itself (input chunks, lane results,
+# results.jsonl, errors.jsonl), which holds far more than a customer's line: a result row
+# carries a provider's whole answer, twice (normalized `output` and `raw`), and one
+# embeddings request of 2048 inputs answers 2048 vectors of up to 3072 floats (~130 MB of
+# JSON). What bounds a row is the memory of the router (1024 MB) that held it whole to write
+# it, so no row it wrote reaches this; the cap only keeps a broken object from buffering
+# without end.
+ARTIFACT_MAX_LINE_BYTES: Final = 1024 * 1024 * 1024
 MAX_LISTED_ERRORS = 100  # a file record lists the first line errors; the rest are counted
 
 BOM = b"\xef\xbb\xbf"
@@ -146,7 +155,7 @@ class JsonlReader:
         return LineError(number, "line_too_long", f"line {number} is longer than {self.max_line_bytes} bytes")
 
 
-def parse_line(number: int, raw: bytes) -> dict[str, Any] | LineError:
+def parse_line(number: int, raw: bytes) -> LineValue:
     """The line's object, or its error. The fast path takes a line orjson reads as an object
     the json module would read the same (valid UTF-8 and JSON: orjson checks both; no long
     integer; no NaN or Infinity: orjson refuses them) and that is not nested too deep."""
@@ -161,7 +170,7 @@ def parse_line(number: int, raw: bytes) -> dict[str, Any] | LineError:
     return _parse_with_json(number, raw)
 
 
-def _parse_with_json(number: int, raw: bytes) -> dict[str, Any] | LineError:
+def _parse_with_json(number: int, raw: bytes) -> LineValue:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -188,6 +197,22 @@ def parse_jsonl(
     for chunk in chunks:
         yield from reader.feed(chunk)
     yield from reader.finish()
+
+
+class CorruptArtifact(PermanentError):
+    """A line of an artifact the service wrote that does not read back as a JSON object."""
+
+
+def artifact_lines(
+    chunks: Iterable[bytes], *, key: str, parse: LineParser | None = None
+) -> Iterator[dict[str, Any]]:
+    """The objects of an artifact the service wrote (`key` names it in errors), each line up
+    to `ARTIFACT_MAX_LINE_BYTES`. A line that is not an object raises CorruptArtifact: a
+    reader never skips one, so no row can drop out of what it answers."""
+    for line_no, parsed in parse_jsonl(chunks, max_line_bytes=ARTIFACT_MAX_LINE_BYTES, parse=parse):
+        if isinstance(parsed, LineError):
+            raise CorruptArtifact(f"{key} line {line_no}: {parsed.message}")
+        yield parsed
 
 
 @dataclass(frozen=True)

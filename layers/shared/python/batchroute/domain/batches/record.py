@@ -54,6 +54,7 @@ class BatchChanges(TypedDict, total=False):
     artifacts: dict[str, str | int]  # ArtifactKeys.to_mapping
     counts: dict[str, int]
     lane_tallies: dict[str, dict[str, int]]
+    finalizing_at: str
     finalized_at: str
     billing: InlineReceipt
     settled_at: str
@@ -268,6 +269,7 @@ class BatchRecord:
     # -- the end: Finalize, Settle --------------------------------------------------------
     artifacts: ArtifactKeys | None = None
     lane_tallies: Mapping[str, Mapping[str, int]] | None = None  # lane key -> rows and tokens
+    finalizing_at: str | None = None  # when Finalize moved it to `finalizing` (none if terminal before)
     finalized_at: str | None = None
     # the billing receipt (docs/batches.md, Settle); a direct chat request's, its own
     billing: InlineReceipt | DirectReceipt | None = None
@@ -370,6 +372,7 @@ class BatchRecord:
             presets=_list(values.get("presets"), str),
             artifacts=_artifacts(values.get("artifacts")),
             lane_tallies=_tallies(values.get("lane_tallies")),
+            finalizing_at=_str(values.get("finalizing_at")),
             finalized_at=_str(values.get("finalized_at")),
             billing=_receipt(values.get("billing")),
             settled_at=_str(values.get("settled_at")),

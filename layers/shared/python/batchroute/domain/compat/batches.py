@@ -10,14 +10,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Generic, Literal, TypedDict, TypeVar, get_args
+from typing import Any, Final, Generic, Literal, TypedDict, TypeVar, cast, get_args
 
 from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
-from batchroute.domain.chat.objects import ChatCompletionView, ServedBy, chat_completion
+from batchroute.domain.chat.objects import ChatCompletionView, ServedBy, ToolCallView, chat_completion
 from batchroute.domain.routing.items import MAX_CUSTOMER_ITEM_ID
 from batchroute.domain.workflow.results import ArtifactRow, LineUsage, PublicError
 from batchroute.ids import suffix_of
@@ -42,6 +42,8 @@ _NO_ARTIFACTS: Final = ArtifactKeys()
 # Native states before the router has dispatched any work: the vendor's `validating`.
 _VALIDATING: Final = frozenset({"received", "validated", "priced", "queued"})
 _IN_PROGRESS: Final = frozenset({"dispatching", "running"})
+# Native states the failure path may settle without artifacts (services/workflow/steps.py: fail).
+_SETTLED_UNFINALIZED: Final = frozenset({"failed", "expired", "canceled"})
 
 
 # -- input rows ---------------------------------------------------------------------------------
@@ -174,10 +176,14 @@ def finalized(batch: BatchRecord) -> bool:
 
 def vendor_status(batch: BatchRecord) -> VendorStatus:
     """docs/compat.md has the table. A terminal native state whose artifacts are not written
-    yet is `finalizing` (`cancelling` for a cancel), so a terminal vendor status always comes
-    with its output and error files."""
+    yet is `finalizing` (`cancelling` for a cancel), so a terminal vendor status comes with its
+    output and error files. The one exception: a failed, expired or canceled batch settled
+    without them (its Finalize gave up; the failure path settles it anyway) has nothing more
+    coming, so it shows its terminal status with no files rather than `finalizing` (or
+    `cancelling`) for ever."""
     state = batch.state
-    done = finalized(batch)
+    gave_up = state in _SETTLED_UNFINALIZED and bool(batch.settled_at)
+    done = finalized(batch) or gave_up
     if state in _VALIDATING:
         return "validating"
     if state in _IN_PROGRESS:
@@ -262,11 +268,17 @@ class VendorBatchView(TypedDict):
 
 
 def _finalizing_at(batch: BatchRecord) -> str | None:
-    """`finalizing_at`: entering native `finalizing`; for a failed or expired batch, the moment
-    it entered that state (its files are written from then on, while it shows `finalizing`; the
-    same time once it shows `failed` / `expired`); else when Finalize finished."""
-    if batch.state in ("finalizing", "failed", "expired"):
+    """`finalizing_at`, one time in every poll: when the batch entered native `finalizing`
+    (kept as `finalizing_at`); for a failed or expired batch, the moment it entered that state
+    (its files are written from then on, while it shows `finalizing`; the same time once it
+    shows `failed` / `expired`); else (a batch canceled, or one recorded before the entry was
+    kept) when Finalize finished."""
+    if batch.state in ("failed", "expired"):
         return batch.state_changed_at
+    if batch.state == "finalizing":
+        return batch.finalizing_at or batch.state_changed_at
+    if batch.finalizing_at:
+        return batch.finalizing_at
     return batch.finalized_at or (batch.state_changed_at if vendor_status(batch) == "finalizing" else None)
 
 
@@ -404,9 +416,19 @@ def vendor_body(
         }
     content = str(output.get("content") or "")
     finish_reason = str(output.get("finish_reason") or "stop")
+    # The model's function calls and refusal (providers/base.py): paid for, so never dropped.
+    tool_calls = [cast(ToolCallView, c) for c in output.get("tool_calls") or [] if isinstance(c, dict)]
+    refusal = str(output["refusal"]) if output.get("refusal") else None
     if endpoint == "/v1/responses":
         return response_body(
-            request_id, created, model, content, finish_reason, usage=(prompt, completion, cached, written)
+            request_id,
+            created,
+            model,
+            content,
+            finish_reason,
+            usage=(prompt, completion, cached, written),
+            tool_calls=tool_calls,
+            refusal=refusal,
         )
     served = ServedBy(f"chatcmpl-{request_id}", created, model, str(row.get("provider") or ""))
     return chat_completion(
@@ -416,6 +438,8 @@ def vendor_body(
         prompt_tokens=prompt,
         completion_tokens=completion,
         cached_tokens=cached,
+        tool_calls=tool_calls,
+        refusal=refusal,
     )
 
 
@@ -426,12 +450,28 @@ class _OutputTextView(TypedDict):
     logprobs: list[object]
 
 
+class _RefusalView(TypedDict):
+    type: Literal["refusal"]
+    refusal: str
+
+
 class _OutputMessageView(TypedDict):
     type: Literal["message"]
     id: str
     status: str
     role: Literal["assistant"]
-    content: list[_OutputTextView]
+    content: list[_OutputTextView | _RefusalView]
+
+
+class _FunctionCallView(TypedDict):
+    """A function call of the answer (OpenAI's `FunctionToolCall` output item)."""
+
+    type: Literal["function_call"]
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    status: str
 
 
 class _IncompleteDetailsView(TypedDict):
@@ -458,7 +498,7 @@ class ResponseView(TypedDict):
     instructions: None
     metadata: None
     model: str
-    output: list[_OutputMessageView]
+    output: list[_OutputMessageView | _FunctionCallView]
     parallel_tool_calls: bool
     temperature: None
     tool_choice: str
@@ -482,11 +522,14 @@ def response_body(
     finish_reason: str,
     *,
     usage: tuple[int, int, int, int],
+    tool_calls: Sequence[ToolCallView] = (),
+    refusal: str | None = None,
 ) -> ResponseView:
     """The `response` object /v1/responses answers, with every field OpenAI's `Response`
     schema requires. An answer cut short (`length`, `content_filter`) is `incomplete`, says
     why in `incomplete_details`, and so does its message. The request's own `instructions`,
-    `metadata`, `temperature` and `top_p` are not kept with the result: they are null."""
+    `metadata`, `temperature` and `top_p` are not kept with the result: they are null.
+    Function calls are `function_call` output items, a refusal a `refusal` content part."""
     prompt, completion, cached, written = usage
     reason = _INCOMPLETE_REASONS.get(finish_reason)
     status = "incomplete" if reason else "completed"
@@ -500,15 +543,7 @@ def response_body(
         "instructions": None,
         "metadata": None,
         "model": model,
-        "output": [
-            {
-                "type": "message",
-                "id": f"msg_{request_id}",
-                "status": status,
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": content, "annotations": [], "logprobs": []}],
-            }
-        ],
+        "output": _response_output(request_id, status, content, tool_calls, refusal),
         "parallel_tool_calls": True,
         "temperature": None,
         "tool_choice": "auto",
@@ -522,6 +557,41 @@ def response_body(
             "total_tokens": prompt + completion,
         },
     }
+
+
+def _response_output(
+    request_id: str, status: str, content: str, tool_calls: Sequence[ToolCallView], refusal: str | None
+) -> list[_OutputMessageView | _FunctionCallView]:
+    """A Response's `output`: the message (its text, then its refusal), left out when the
+    answer is only function calls, then one `function_call` item per call."""
+    parts: list[_OutputTextView | _RefusalView] = []
+    if content or not (tool_calls or refusal):
+        parts.append({"type": "output_text", "text": content, "annotations": [], "logprobs": []})
+    if refusal:
+        parts.append({"type": "refusal", "refusal": refusal})
+    output: list[_OutputMessageView | _FunctionCallView] = []
+    if parts:
+        message: _OutputMessageView = {
+            "type": "message",
+            "id": f"msg_{request_id}",
+            "status": status,
+            "role": "assistant",
+            "content": parts,
+        }
+        output.append(message)
+    for index, call in enumerate(tool_calls):
+        function = call.get("function") or {}
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{request_id}_{index}",
+                "call_id": str(call.get("id") or f"call_{request_id}_{index}"),
+                "name": str(function.get("name") or ""),
+                "arguments": str(function.get("arguments") or ""),
+                "status": "completed",
+            }
+        )
+    return output
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,7 +621,7 @@ class VendorFileView(TypedDict):
     purpose: str
     status: str
     status_details: str | None
-    expires_at: None
+    expires_at: int | None  # an output or error file's: when retention reclaims it
 
 
 # A vendor list's items: batches or files.

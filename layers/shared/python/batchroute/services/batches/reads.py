@@ -17,7 +17,7 @@ from batchroute.clock import isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
 from batchroute.domain.batches.artifact_keys import input_chunk_key, result_chunk_key, results_index_key
-from batchroute.domain.batches.jsonl import parse_jsonl
+from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import NON_TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until
@@ -179,8 +179,9 @@ class BatchReads:
         rows: list[ResultRowView] = []
         next_cursor: str | None = None
         first, offset = self._results_offset(batch_id, start)
-        for index, (_, row) in enumerate(parse_jsonl(self.artifacts.chunks(key, start=offset)), start=first):
-            if index < start or not isinstance(row, dict):
+        rows_read = artifact_lines(self.artifacts.chunks(key, start=offset), key=key)
+        for index, row in enumerate(rows_read, start=first):
+            if index < start:
                 continue
             if len(rows) == limit:
                 next_cursor = str(index)
@@ -256,8 +257,9 @@ class BatchReads:
         for chunk in range(start // CHUNK_SIZE, batch.chunk_count):
             results = self._chunk_results(batch_id, lanes, chunk)
             running = _in_flight(batch, lanes, chunk)
-            for _, line in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch_id, chunk))):
-                if not isinstance(line, dict) or int(line["seq"]) < start:
+            key = input_chunk_key(batch_id, chunk)
+            for line in artifact_lines(self.artifacts.chunks(key), key=key):
+                if int(line["seq"]) < start:
                     continue
                 seq = int(line["seq"])
                 item = line["item"]
@@ -290,11 +292,11 @@ class BatchReads:
         for lane in lanes:
             if not lane_chunk_done(lane, chunk):
                 continue
-            for _, row in parse_jsonl(
-                self.artifacts.chunks(result_chunk_key(batch_id, lane.lane_key, chunk))
-            ):
-                if isinstance(row, dict):  # a lane's result line (domain/workflow/results.py)
-                    found[int(row["seq"])] = cast(ResultLine, row)
+            key = result_chunk_key(batch_id, lane.lane_key, chunk)
+            for row in artifact_lines(self.artifacts.chunks(key), key=key):
+                found[int(row["seq"])] = cast(
+                    ResultLine, row
+                )  # a lane's result line (domain/workflow/results.py)
         return found
 
 

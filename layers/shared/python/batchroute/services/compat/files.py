@@ -21,8 +21,9 @@ from batchroute.domain.accounts.access import Principal, authorize, require_same
 from batchroute.domain.batches.artifact_keys import errors_key, results_key
 from batchroute.domain.batches.files import FileRecord
 from batchroute.domain.batches.item_profile import apart_key
-from batchroute.domain.batches.jsonl import parse_jsonl
+from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.retention import keep_until
 from batchroute.domain.compat.batches import (
     DEFAULT_BODY_FORMAT,
     FILE_LIST_PURPOSES,
@@ -44,6 +45,7 @@ from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
 from batchroute.services.batches.files import DirectUpload, FileService
 from batchroute.services.batches.ports import Artifacts, BatchReader
+from batchroute.services.batches.reads import RetentionTerms
 from batchroute.services.workflow.retention_gc import ReclaimMarks
 
 COMPAT_PURPOSE = "batch"
@@ -125,12 +127,16 @@ class CompatFiles:
         batches: BatchReader,
         artifacts: Artifacts,
         reclaim: ReclaimMarks,
+        retention: RetentionTerms | None = None,
+        grace: timedelta = timedelta(hours=72),
     ) -> None:
         self.files = files
         self.outputs = outputs
         self.batches = batches
         self.artifacts = artifacts
         self.reclaim = reclaim
+        self.retention = retention  # an output file's `expires_at` (None: not known here)
+        self.grace = grace
         # Assembled uploads (the Uploads API) may be as large as any stored file.
         self._assembler = FileService(
             files.records,
@@ -174,8 +180,21 @@ class CompatFiles:
             "purpose": "batch_output",
             "status": "expired" if expired else "processed",
             "status_details": None,
-            "expires_at": None,
+            "expires_at": self._expires_at(batch),
         }
+
+    def _expires_at(self, batch: BatchRecord) -> int | None:
+        """When retention reclaims the batch's result bytes, and so its output and error
+        files (the detailed batch view's `artifacts.expires_at`); None when the org keeps them
+        until deleted."""
+        if self.retention is None or not batch.finalized_at:
+            return None
+        until = keep_until(
+            self.retention.get(batch.org_id),
+            finalized_at=datetime.fromisoformat(batch.finalized_at),
+            grace=self.grace,
+        )
+        return int(until.timestamp()) if until is not None else None
 
     # -- list ------------------------------------------------------------------------------------
     def list(
@@ -362,8 +381,9 @@ class CompatFiles:
         wanted = "completed" if output.is_output else "failed"
         endpoint = (batch.compat.endpoint if batch.compat else None) or "/v1/chat/completions"
         created = unix(batch.completed_at or batch.created_at) or 0
-        for _, row in parse_jsonl(self.artifacts.chunks(self._artifact_key(output, batch))):
-            if isinstance(row, dict) and row.get("status") == wanted:
+        key = self._artifact_key(output, batch)
+        for row in artifact_lines(self.artifacts.chunks(key), key=key):
+            if row.get("status") == wanted:
                 line = output_line(
                     batch_id, cast(ArtifactRow, row), body_format, endpoint=endpoint, created=created
                 )

@@ -192,7 +192,8 @@ class Finalizer:
     def _start(self, batch: BatchRecord) -> FinalizeCursor:
         batch_id = batch.batch_id
         if batch.state not in TERMINAL:
-            self.records.transition(batch_id, "finalizing", at=isoformat(self.clock.now()))
+            now = isoformat(self.clock.now())
+            self.records.transition(batch_id, "finalizing", at=now, extra={"finalizing_at": now})
         current = self.records.get(batch_id) or batch
         code, message = missing_reason(current)
         cursor = FinalizeCursor(
