@@ -221,7 +221,7 @@ class StripeEmulator:
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
         self._counter = 0
-        self._idempotent: dict[tuple[str, str], Reply] = {}
+        self._idempotent: dict[tuple[str, str], tuple[dict[str, Any], Reply]] = {}
         self._wake = threading.Event()
         self.vendor = self._routes()
         if self.auto_deliver:
@@ -268,21 +268,31 @@ class StripeEmulator:
             self.fail_due_refunds()
             with self._lock:
                 if key and request.method == "POST" and (request.path, key) in self._idempotent:
-                    replay = self._idempotent[request.path, key]
-                    return Reply(
-                        replay.status, {**replay.headers, "idempotent-replayed": "true"}, replay.body
-                    )
+                    return self._replay(key, decode_form(request.body), *self._idempotent[request.path, key])
                 try:
                     reply = Reply.json(200, handler(request))
                 except StripeError as exc:
                     reply = Reply.json(exc.status, {"error": exc.error})
                 reply.headers["request-id"] = self._id("req")
                 if key and request.method == "POST":
-                    self._idempotent[request.path, key] = reply
+                    self._idempotent[request.path, key] = (decode_form(request.body), reply)
             self._wake.set()
             return reply
 
         return run
+
+    def _replay(self, key: str, form: dict[str, Any], first_form: dict[str, Any], first: Reply) -> Reply:
+        """A POST with a key seen before: the first answer again, as Stripe does; with other
+        parameters than the first request's, Stripe's 400 `idempotency_error`."""
+        if form != first_form:
+            error = {
+                "type": "idempotency_error",
+                "message": "Keys for idempotent requests can only be used with the same parameters "
+                f"they were first used with. Try using a key other than '{key}' if you meant to "
+                "execute a different request.",
+            }
+            return Reply.json(400, {"error": error})
+        return Reply(first.status, {**first.headers, "idempotent-replayed": "true"}, first.body)
 
     def _get(self, store: dict[str, dict[str, Any]], kind: str) -> Callable[[Request], dict[str, Any]]:
         def read(request: Request) -> dict[str, Any]:

@@ -80,7 +80,15 @@ def get_checkout(principal: Reader, service: CreditPurchasesDep, session_id: Ses
 @router.post(
     "/v1/billing/stripe/webhook",
     response_model=ProcessorWebhookAck,
-    responses={400: {"model": ErrorEnvelope, "description": "`invalid_signature`: nothing applied"}},
+    responses={
+        400: {"model": ErrorEnvelope, "description": "`invalid_signature`: nothing applied"},
+        503: {
+            "model": ErrorEnvelope,
+            "description": "Nothing applied, the processor redelivers: `payment_not_credited` (a refund "
+            "or dispute of our payment whose credit has not landed yet), or a store or the processor "
+            "could not be reached",
+        },
+    },
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": _EVENT_SCHEMA}}},
         "security": [],

@@ -200,11 +200,49 @@ class StripePayments:
                 failure_code=str(exc.code or "invalid_request"),
                 failure_reason=str(exc.user_message or "The processor refused the charge."),
             )
+        except stripe.IdempotencyError:
+            # The key was used before with other parameters (the saved card changed since a
+            # first charge whose answer was lost): that first request's PaymentIntent, if any.
+            return self._attempt_intent(customer_id, attempt_id, amount_cents)
         return charge_of(intent.to_dict())
 
-    def payment_intent(self, processor_ref: str) -> Charge:
+    def _attempt_intent(self, customer_id: str, attempt_id: str, amount_cents: int) -> Charge:
+        """The customer's PaymentIntent charged for `attempt_id` (its metadata), among its
+        latest 100 (a list is consistent at once, a search is not); a failed Charge when there
+        is none, as the processor then charged nothing under the attempt's key."""
         with _transient():
-            intent = self._client().v1.payment_intents.retrieve(processor_ref)
+            found = self._client().v1.payment_intents.list(params={"customer": customer_id, "limit": 100})
+        for intent in found.data:
+            data = intent.to_dict()
+            if (data.get("metadata") or {}).get("attempt_id") == attempt_id:
+                return charge_of(data)
+        return Charge(
+            processor_ref="",
+            status="failed",
+            amount=from_cents(amount_cents),
+            failure_code="idempotency_error",
+            failure_reason="The processor refused a repeated charge with other parameters.",
+        )
+
+    def payment_intent(self, processor_ref: str) -> Charge:
+        """The PaymentIntent as a Charge; a failed one (`processor_unknown`) when the processor
+        does not know it (404 `resource_missing`: e.g. the keys now name another account or
+        mode), so the attempt that recorded it is settled rather than looked up for ever."""
+        import stripe
+
+        try:
+            with _transient():
+                intent = self._client().v1.payment_intents.retrieve(processor_ref)
+        except stripe.InvalidRequestError as exc:
+            if exc.code != "resource_missing":
+                raise
+            return Charge(
+                processor_ref=processor_ref,
+                status="failed",
+                amount=from_cents(0),
+                failure_code="processor_unknown",
+                failure_reason="The payment processor does not know this payment.",
+            )
         return charge_of(intent.to_dict())
 
     def saved_card(self, payment_intent_id: str) -> PaymentMethod | None:
@@ -388,7 +426,8 @@ def _payment_of(intent: Mapping[str, Any], session: Any | None, reversed_cents: 
 
 
 class _transient:
-    """Network trouble, rate limits and the processor's own errors are worth a retry."""
+    """Network trouble, rate limits, keys the processor refuses (a wrong or restricted key:
+    the operator's to fix) and the processor's own errors are worth a retry."""
 
     def __enter__(self) -> None:
         return None
@@ -396,7 +435,13 @@ class _transient:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         import stripe
 
-        if isinstance(exc, stripe.APIConnectionError | stripe.RateLimitError | stripe.AuthenticationError):
+        if isinstance(
+            exc,
+            stripe.APIConnectionError
+            | stripe.RateLimitError
+            | stripe.AuthenticationError
+            | stripe.PermissionError,
+        ):
             raise TransientError(f"payment processor unavailable: {type(exc).__name__}") from exc
         if isinstance(exc, stripe.APIError):
             raise TransientError("payment processor error") from exc

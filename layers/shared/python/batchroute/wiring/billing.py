@@ -132,6 +132,7 @@ class BillingWiring(DeliveryWiring):
             processor=self.payment_processor,
             checkouts=self.payments_store,
             ledger=self.ledger,
+            topups=self.auto_topup,
             notifier=DeferredNotifier(lambda: self.billing_notifier),
             on_moved=self.balance_moved,
             clock=self.clock,

@@ -16,9 +16,11 @@ failure records the reason, backs off and alerts, the settings in the same trans
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal
@@ -45,7 +47,7 @@ from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.errors import Conflict, InvalidRequest, TransientError, Unavailable
 from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money, money_text
-from batchroute.observability import logger
+from batchroute.observability import logger, metrics
 from batchroute.services.billing.payment_notices import notify_quietly
 from batchroute.services.billing.payment_refusals import refuse_payment_event
 from batchroute.services.billing.ports import Notifier
@@ -55,9 +57,20 @@ _SAVE_ATTEMPTS = 5
 # The processor keeps an idempotency key for 24 hours: an attempt still uncharged after this
 # long is failed rather than charged again under a key it may have forgotten.
 UNCHARGED_EXPIRY = timedelta(hours=23)
+# A charged attempt the processor still has not settled this long after it started (its
+# webhooks retried for three days) fails: a success it reports later still credits it.
+UNRESOLVED_EXPIRY = timedelta(days=3)
+# An attempt whose sweep raised something no retry was expected to fix (logged, counted).
+SWEEP_ERRORS_METRIC = "AutoTopupSweepErrors"
 
 
-class TopupStore(Protocol):
+class SavedCards(Protocol):
+    """The card an org's credit purchase saved for off-session charges."""
+
+    def payment_method(self, org_id: str) -> PaymentMethod | None: ...
+
+
+class TopupStore(SavedCards, Protocol):
     def auto_topup(self, org_id: str) -> AutoTopup: ...
 
     def save(
@@ -85,8 +98,6 @@ class TopupStore(Protocol):
     def pending_attempts(self, created_before: str, *, limit: int = 50) -> list[TopupAttempt]: ...
 
     def customer_id(self, org_id: str) -> str | None: ...
-
-    def payment_method(self, org_id: str) -> PaymentMethod | None: ...
 
 
 class Credits(Protocol):
@@ -243,36 +254,66 @@ class AutoTopupService:
 
     def _failed(
         self, attempt: TopupAttempt, code: str, reason: str, *, at: datetime, processor_ref: str | None = None
-    ) -> None:
-        self.failed(
+    ) -> bool:
+        return self.failed(
             attempt.org_id, attempt.attempt_id, processor_ref=processor_ref, code=code, reason=reason, at=at
         )
 
     def sweep(self, *, limit: int = 50) -> TopupSweep:
         """The sweeper's part: charge pending attempts not charged yet, and settle those the
-        processor answered long ago from the PaymentIntent itself (a lost webhook)."""
+        processor answered long ago from the PaymentIntent itself (a lost webhook). Each
+        attempt on its own: one that raises is left pending (logged with its id; anything but
+        a processor outage is counted in `AutoTopupSweepErrors`) and the next is swept."""
         report = TopupSweep()
         now = self.clock.now()
         for attempt in self.store.pending_attempts(isoformat(now + timedelta(seconds=1)), limit=limit):
             try:
-                if attempt.processor_ref is None and attempt.created_at <= isoformat(now - UNCHARGED_EXPIRY):
-                    self._failed(
-                        attempt, "attempt_expired", "The processor could not be reached in time.", at=now
-                    )
-                elif attempt.processor_ref is None:
-                    self.charge(attempt)
-                    report.charged.append(attempt.attempt_id)
-                elif attempt.updated_at <= isoformat(now - self.stuck_after):
-                    charge = self.processor.payment_intent(attempt.processor_ref)
-                    if self.settle(attempt.org_id, attempt.attempt_id, charge):
-                        report.recovered.append(attempt.attempt_id)
-                    else:
-                        report.left_pending.append(attempt.attempt_id)
-                else:
-                    report.left_pending.append(attempt.attempt_id)
+                self._sweep_one(attempt, report, now=now)
             except (TransientError, Unavailable):
                 report.left_pending.append(attempt.attempt_id)
+            except Exception:
+                logger.exception(
+                    "auto top-up sweep of an attempt failed",
+                    extra={"org_id": attempt.org_id, "attempt_id": attempt.attempt_id},
+                )
+                metrics.add_metric(name=SWEEP_ERRORS_METRIC, unit=MetricUnit.Count, value=1)
+                report.left_pending.append(attempt.attempt_id)
         return report
+
+    def _sweep_one(self, attempt: TopupAttempt, report: TopupSweep, *, now: datetime) -> None:
+        if attempt.processor_ref is None and attempt.created_at <= isoformat(now - UNCHARGED_EXPIRY):
+            self._failed(attempt, "attempt_expired", "The processor could not be reached in time.", at=now)
+        elif attempt.processor_ref is None:
+            self.charge(attempt)
+            report.charged.append(attempt.attempt_id)
+        elif attempt.updated_at <= isoformat(now - self.stuck_after):
+            settled = self._recover(attempt, attempt.processor_ref, now=now)
+            (report.recovered if settled else report.left_pending).append(attempt.attempt_id)
+        else:
+            report.left_pending.append(attempt.attempt_id)
+
+    def _recover(self, attempt: TopupAttempt, processor_ref: str, *, now: datetime) -> bool:
+        """Settle a charged attempt from its PaymentIntent; True when it is settled. One still
+        unsettled (or whose lookup keeps raising) `UNRESOLVED_EXPIRY` after it started fails
+        with `attempt_unresolved`, so it cannot hold the org's slot (and the sweep's oldest
+        place) for ever; a success the processor reports later still credits it."""
+        expired = attempt.created_at <= isoformat(now - UNRESOLVED_EXPIRY)
+        try:
+            if self.settle(attempt.org_id, attempt.attempt_id, self.processor.payment_intent(processor_ref)):
+                return True
+        except Exception:
+            if not expired:
+                raise
+            logger.exception("auto top-up recovery failed", extra={"attempt_id": attempt.attempt_id})
+        if not expired:
+            return False
+        return self._failed(
+            attempt,
+            "attempt_unresolved",
+            "The processor did not settle the payment in time.",
+            at=now,
+            processor_ref=processor_ref,
+        )
 
     # -- outcomes ----------------------------------------------------------------------------
     def settle(self, org_id: str, attempt_id: str, charge: Charge) -> bool:
@@ -405,6 +446,35 @@ class AutoTopupService:
                 )
                 return True
         raise TransientError(f"recording the failure of {attempt_id} kept colliding")
+
+    # -- refunds and disputes of the org's payments (services/billing/reversals.py) ----------
+    def awaiting_credit(self, org_id: str, attempt_id: str, processor_ref: str) -> bool:
+        """Whether the attempt may still be credited for this PaymentIntent: it is pending
+        (the webhook or the sweeper's recovery will settle it), or failed after charging this
+        very PaymentIntent (a success reported later still credits it)."""
+        attempt = self.store.attempt(org_id, attempt_id) if attempt_id else None
+        if attempt is None:
+            return False
+        if attempt.status == "pending":
+            return attempt.processor_ref in (None, processor_ref)
+        return attempt.status == "failed" and attempt.processor_ref == processor_ref
+
+    def switch_off(self, org_id: str, reason: str, *, since: str | None = None) -> bool:
+        """Switch auto top-up off with `disabled_reason` (a payment of the org refunded or
+        disputed: its saved card is not charged again until the user saves the settings
+        again); unless it is off already, or the user saved the settings after `since` (the
+        instant of what switches it off: a late repeat of it changes nothing). True when it
+        was switched off."""
+
+        def off(current: AutoTopup) -> AutoTopup | None:
+            if not current.enabled or (since and current.updated_at and current.updated_at > since):
+                return None
+            return replace(current, version=current.version + 1, enabled=False, disabled_reason=reason)
+
+        if not self._update_settings(org_id, off):
+            return False
+        logger.warning("auto top-up switched off", extra={"org_id": org_id, "disabled_reason": reason})
+        return True
 
     # -- helpers -----------------------------------------------------------------------------
     def _update_settings(self, org_id: str, change: Callable[[AutoTopup], AutoTopup | None]) -> bool:

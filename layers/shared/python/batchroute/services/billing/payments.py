@@ -43,7 +43,7 @@ from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.errors import NotFound
 from batchroute.money import MoneyView
 from batchroute.observability import logger
-from batchroute.services.billing.auto_topup import AutoTopupService, Credits, OnMoved, tell_moved
+from batchroute.services.billing.auto_topup import AutoTopupService, Credits, OnMoved, SavedCards, tell_moved
 from batchroute.services.billing.commands import StartCheckout
 from batchroute.services.billing.payment_refusals import refuse_payment_event
 from batchroute.services.billing.reversals import REVERSAL_EVENTS, CheckoutLookup
@@ -94,7 +94,7 @@ class Reversals(Protocol):
     def apply(self, event: ProcessorEvent) -> bool: ...
 
 
-class Profiles(Protocol):
+class Profiles(SavedCards, Protocol):
     def customer_id(self, org_id: str) -> str | None: ...
 
     def claim_customer(self, org_id: str, customer_id: str, *, at: str) -> str: ...
@@ -208,6 +208,9 @@ class CreditPurchases:
         record, confirmed = self._checked(event, session)
         if record is None:
             return False
+        # Read before the credit: a processor outage here is a 5xx with nothing credited yet.
+        intent = (confirmed or session).payment_intent
+        card = self.processor.saved_card(intent) if intent else None
         at = self.clock.now()
         credited = self.ledger.credit(
             LedgerCredit(
@@ -220,15 +223,19 @@ class CreditPurchases:
             memo=f"credit purchase {record.session_id}",
             extra_items=(self.checkouts.checkout_credited_item(record.session_id, at=isoformat(at)),),
         )
+        self._save_card(record.org_id, card, credited=credited, at=isoformat(at))
         if credited:
             tell_moved(self.on_moved, record.org_id, at)
-        # Also on a repeat: a first delivery that failed after crediting saves the card now.
-        intent = (confirmed or session).payment_intent
-        if intent:
-            card = self.processor.saved_card(intent)
-            if card is not None:
-                self.profiles.save_payment_method(record.org_id, card, at=isoformat(at))
         return credited
+
+    def _save_card(self, org_id: str, card: PaymentMethod | None, *, credited: bool, at: str) -> None:
+        """Keep the purchase's card for auto top-up when this delivery credited it. A repeat
+        (Stripe resends events, older ones too) never replaces a card a later purchase saved:
+        it saves its card only when none is saved (its first delivery failed after crediting)."""
+        if card is None:
+            return
+        if credited or self.profiles.payment_method(org_id) is None:
+            self.profiles.save_payment_method(org_id, card, at=at)
 
     def _checked(
         self, event: ProcessorEvent, session: ProcessorSession

@@ -20,15 +20,23 @@ org as `billing.payment_reversed`; a dispute opened or won is logged, counted in
 `PaymentDisputes` and sent as `billing.payment_disputed`; a refund that failed is logged,
 counted in `PaymentRefundsFailed` and sent as `billing.payment_reversed` with `reversal`
 `refund_failed` (and what was `credited_back`). An event that the processor does not
-confirm, or that names a payment the service never credited, is refused
-(`refuse_payment_event`: logged, `PaymentEventsRejected`) and changes nothing.
+confirm, or that names a payment that is not ours (or that failed before any charge), is
+refused (`refuse_payment_event`: logged, `PaymentEventsRejected`) and changes nothing. One of
+a payment of ours not credited YET (its checkout record, or its auto top-up attempt still
+pending, exists: the processor does not keep its events in order) answers 503
+`payment_not_credited`, so the processor delivers it again once the credit has landed.
+
+A dispute opened or lost, and a refund taken back, switch the org's auto top-up off
+(`disabled_reason` `payment_disputed` / `payment_refunded`) before the balance watch hears of
+the debit: the card that was charged back or refunded is not charged again, off-session, until
+the user saves the settings again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -48,6 +56,7 @@ from batchroute.domain.billing.reversals import (
     charge_problem,
     dispute_problem,
 )
+from batchroute.errors import Unavailable
 from batchroute.money import Money, format_amount
 from batchroute.observability import logger, metrics
 from batchroute.services.billing.auto_topup import OnMoved, tell_moved
@@ -66,6 +75,10 @@ REVERSED_METRIC = "PaymentReversals"
 UNRECOVERED_METRIC = "PaymentReversalUnrecovered"
 DISPUTED_METRIC = "PaymentDisputes"
 REFUND_FAILED_METRIC = "PaymentRefundsFailed"
+# A dispute in any other status is open (or lost): auto top-up is switched off for it.
+_DISPUTE_SETTLED_FOR_US = ("won", "warning_closed", "prevented")
+_OFF_REASONS: dict[ReversalKind, str] = {"refund": "payment_refunded", "dispute": "payment_disputed"}
+_SWITCHED_OFF = " Auto top-up is switched off until its settings are saved again."
 
 
 class ReversalProcessor(Protocol):
@@ -76,6 +89,14 @@ class ReversalProcessor(Protocol):
     def intent_metadata(self, payment_intent_id: str) -> Mapping[str, str] | None: ...
 
     def purchase_session(self, payment_intent_id: str) -> ProcessorSession | None: ...
+
+
+class ReversalTopups(Protocol):
+    """services/billing/auto_topup.py:AutoTopupService."""
+
+    def awaiting_credit(self, org_id: str, attempt_id: str, processor_ref: str) -> bool: ...
+
+    def switch_off(self, org_id: str, reason: str, *, since: str | None = None) -> bool: ...
 
 
 class CheckoutLookup(Protocol):
@@ -112,6 +133,8 @@ class Confirmed:
 class CreditedPayment:
     org_id: str
     processor_ref: str  # as credited: the Checkout Session id (purchase) or PaymentIntent id
+    attempt_id: str | None = None  # an auto top-up's attempt (None: a purchase)
+    recorded: CreditReversal | None = None  # what its marker holds, once credited
 
 
 @dataclass(eq=False, kw_only=True)
@@ -119,33 +142,34 @@ class PaymentReversals:
     processor: ReversalProcessor
     checkouts: CheckoutLookup
     ledger: ReversalLedger
+    topups: ReversalTopups
     notifier: Notifier
     on_moved: OnMoved
     clock: Clock
 
     def apply(self, event: ProcessorEvent) -> bool:
         """Record a refund or a lost dispute the processor confirms against the payment we
-        credited, once; True when it changed the record."""
+        credited, once; True when it changed the record. Raises Unavailable
+        `payment_not_credited` (503: delivered again) when the payment is ours but not
+        credited yet."""
         claim = event.subject
         if not isinstance(claim, ReversalClaim) or not claim.charge_id:
             return False
         confirmed = self._confirmed(event, claim)
         if confirmed is None:
             return False
-        credited = self._credited(confirmed.charge)
+        credited = self._credited(event, claim, confirmed.charge)
         if credited is None:
-            refuse_payment_event(
-                "a payment this service never credited",
-                event_id=event.event_id,
-                event_type=event.event_type,
-                charge_id=claim.charge_id,
-                payment_intent=confirmed.charge.payment_intent,
-            )
             return False
         at = self.clock.now()
         if claim.kind == "dispute" and confirmed.cents == 0:
-            self._disputed(credited, claim, confirmed.dispute_status or "", at=at)
+            self._disputed(
+                credited, claim, confirmed.dispute_status or "", at=at, since=_instant(event.created)
+            )
             return False
+        # before the debit is recorded and the balance watch hears of it: no off-session
+        # charge of the refunded (or charged back) card follows it
+        switched_off = self._switch_off(credited, claim, confirmed, since=_instant(event.created))
         step = self.ledger.record_reversal(
             credited.org_id,
             credited.processor_ref,
@@ -159,8 +183,21 @@ class PaymentReversals:
         if step.failed_cents:
             self._refund_failed(credited, claim, step, at=at)
         elif not step.quiet:
-            self._reversed(credited, claim, step, at=at)
+            self._reversed(credited, claim, step, at=at, switched_off=switched_off)
         return True
+
+    def _switch_off(
+        self, credited: CreditedPayment, claim: ReversalClaim, confirmed: Confirmed, *, since: str
+    ) -> bool:
+        """Switch the org's auto top-up off for a refund or lost dispute beyond what the
+        payment's marker holds (not for a repeat, an older figure, or a refund that failed);
+        True when it was switched off now."""
+        was = credited.recorded or CreditReversal(credited_micros=0)
+        if claim.kind == "refund":
+            grows = confirmed.cents + confirmed.failed_cents > was.refunded_cents + was.refund_failed_cents
+        else:
+            grows = confirmed.cents > was.disputed_cents
+        return grows and self.topups.switch_off(credited.org_id, _OFF_REASONS[claim.kind], since=since)
 
     def _confirmed(self, event: ProcessorEvent, claim: ReversalClaim) -> Confirmed | None:
         """The processor's own Charge (and Dispute), once they confirm the claim; None after
@@ -186,26 +223,67 @@ class PaymentReversals:
             return None
         return confirmed
 
-    def _credited(self, charge: ProcessorCharge) -> CreditedPayment | None:
-        """The credit the charge's payment made, as the service made it; None when the
-        service never credited it (not ours, or never paid in)."""
+    def _credited(
+        self, event: ProcessorEvent, claim: ReversalClaim, charge: ProcessorCharge
+    ) -> CreditedPayment | None:
+        """The credit the charge's payment made, as the service made it. None after refusing
+        the event when the service never credited it and never will (not ours, or an auto
+        top-up that failed before any charge); Unavailable when it is ours and its credit
+        may still come: the reversal is applied on a later delivery, after the credit."""
+        found = self._ours(charge)
+        recorded = self.ledger.credit_reversal(found.org_id, found.processor_ref) if found else None
+        if found is not None and recorded is not None:
+            return replace(found, recorded=recorded)
+        context = {
+            "event_id": event.event_id,
+            "event_type": event.event_type,
+            "charge_id": claim.charge_id,
+            "payment_intent": charge.payment_intent,
+        }
+        if found is not None and self._awaited(found):
+            logger.warning(
+                "payment reversal deferred: its payment is not credited yet",
+                extra={**context, "org_id": found.org_id, "processor_ref": found.processor_ref},
+            )
+            raise Unavailable(
+                "The payment this event reverses is not credited yet; deliver it again later.",
+                code="payment_not_credited",
+            )
+        refuse_payment_event("a payment this service never credited", **context)
+        return None
+
+    def _awaited(self, payment: CreditedPayment) -> bool:
+        """Whether a payment of ours not credited may still be: a purchase (our checkout
+        record of it exists, its completion is on its way), or a top-up whose attempt may
+        still take its success."""
+        if payment.attempt_id is None:
+            return True
+        return self.topups.awaiting_credit(payment.org_id, payment.attempt_id, payment.processor_ref)
+
+    def _ours(self, charge: ProcessorCharge) -> CreditedPayment | None:
+        """The payment the charge paid, as the service credits it (credited or not); None
+        when it is not ours."""
         intent = charge.payment_intent or ""
         metadata = self.processor.intent_metadata(intent)
         if metadata is None:
             return None
-        found: CreditedPayment | None = None
-        if metadata.get("purpose") == TOPUP_PURPOSE and metadata.get("org_id"):
-            found = CreditedPayment(metadata["org_id"], intent)
-        elif metadata.get("purpose") == PURCHASE_PURPOSE:
+        org_id = metadata.get("org_id")
+        if metadata.get("purpose") == TOPUP_PURPOSE and org_id:
+            return CreditedPayment(org_id, intent, attempt_id=metadata.get("attempt_id") or "")
+        if metadata.get("purpose") == PURCHASE_PURPOSE:
             session = self.processor.purchase_session(intent)
             record = self.checkouts.checkout_record(session.session_id) if session else None
-            found = CreditedPayment(record.org_id, record.session_id) if record else None
-        if found is None or self.ledger.credit_reversal(found.org_id, found.processor_ref) is None:
-            return None
-        return found
+            return CreditedPayment(record.org_id, record.session_id) if record else None
+        return None
 
     def _reversed(
-        self, credited: CreditedPayment, claim: ReversalClaim, step: ReversalStep, *, at: datetime
+        self,
+        credited: CreditedPayment,
+        claim: ReversalClaim,
+        step: ReversalStep,
+        *,
+        at: datetime,
+        switched_off: bool = False,
     ) -> None:
         after = step.after
         data = {
@@ -224,6 +302,9 @@ class PaymentReversals:
             metrics.add_metric(name=UNRECOVERED_METRIC, unit=MetricUnit.Count, value=1)
         reversed_text = _usd(after.reversed_cents * MICROS_PER_CENT)
         message = f"A {claim.kind} of {reversed_text} USD on payment {credited.processor_ref}"
+        message += f" took {_usd(step.debit_micros)} USD of credit back."
+        if switched_off:
+            message += _SWITCHED_OFF
         self._tell_reversed(
             credited,
             after,
@@ -231,7 +312,7 @@ class PaymentReversals:
                 "reversal": claim.kind,
                 "taken_back": _usd(step.debit_micros),
                 "not_recovered": _usd(step.unrecovered_micros),
-                "message": f"{message} took {_usd(step.debit_micros)} USD of credit back.",
+                "message": message,
             },
             at=at,
         )
@@ -293,8 +374,15 @@ class PaymentReversals:
         notify_quietly(self.notifier, credited.org_id, Alert(PAYMENT_REVERSED, once_key, details), at=at)
 
     def _disputed(
-        self, credited: CreditedPayment, claim: ReversalClaim, status: str, *, at: datetime
+        self, credited: CreditedPayment, claim: ReversalClaim, status: str, *, at: datetime, since: str
     ) -> None:
+        """An opened (or won) dispute: logged, counted, told to the org; an open one switches
+        auto top-up off (unless the user saved its settings after the event)."""
+        message = f"Payment {credited.processor_ref} is disputed ({status})."
+        if status not in _DISPUTE_SETTLED_FOR_US and self.topups.switch_off(
+            credited.org_id, "payment_disputed", since=since
+        ):
+            message += _SWITCHED_OFF
         logger.warning(
             "payment disputed: no credit taken back unless the dispute is lost",
             extra={
@@ -316,11 +404,16 @@ class PaymentReversals:
                     "processor_reference": credited.processor_ref,
                     "dispute_id": claim.dispute_id or "",
                     "dispute_status": status,
-                    "message": f"Payment {credited.processor_ref} is disputed ({status}).",
+                    "message": message,
                 },
             ),
             at=at,
         )
+
+
+def _instant(epoch_seconds: int) -> str:
+    """An event's `created` as the service stamps instants."""
+    return isoformat(datetime.fromtimestamp(epoch_seconds, UTC))
 
 
 def _usd(micros: int) -> str:

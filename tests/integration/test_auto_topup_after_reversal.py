@@ -1,0 +1,109 @@
+"""Auto top-up after a refund or a dispute of one of the org's payments, over HTTP on moto
+against the payment emulator (docs/payments.md, "Refunds and disputes" and "Auto top-up"): a
+dispute opened (or lost) and a refund taken back switch auto top-up off with a
+`disabled_reason`, before the balance watch hears of the debit, so the card that was charged
+back or refunded is not charged again off-session; saving the settings switches it on again,
+and a late repeat of the dispute's event does not switch it off again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import stripe
+
+from batchroute.clock import FixedClock
+from batchroute.money import Money
+from batchroute_tools.local.provision import LocalStack
+from tests.integration.payments_harness import SECRET_KEY, Bench, intent_of, payments_bench
+
+ARMED = {"enabled": True, "trigger_balance": "10", "amount": "50"}
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    # The emulator stamps payments with the real time: the service's clock is now as well.
+    return FixedClock(datetime.now(UTC).replace(microsecond=0))
+
+
+@pytest.fixture
+def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
+    with payments_bench(clock) as running:
+        yield running
+
+
+def settings(bench: Bench) -> dict[str, Any]:
+    answer = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing"))
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()["auto_topup"]
+    return found
+
+
+def switched_off(bench: Bench) -> str | None:
+    found = settings(bench)
+    return None if found["enabled"] else found["status"]["disabled_reason"]
+
+
+def test_a_lost_dispute_charges_the_disputed_card_no_more(bench: Bench, clock: FixedClock) -> None:
+    # Given 100 USD bought (the card saved) and auto top-up on (trigger 10, amount 50)
+    session = bench.buy(100)
+    bench.configure(**ARMED)
+    # When the payment is disputed, its opening never delivered, and the dispute is lost
+    dispute = bench.emulator.open_dispute(intent_of(bench, session))
+    bench.emulator.events.clear()
+    bench.emulator.close_dispute(dispute["id"], won=False)
+    assert bench.emulator.deliver_pending() == [200]
+    assert bench.balance() == Money.zero()
+    # Then auto top-up is off, with its reason, and no sweep charges the card
+    assert switched_off(bench) == "payment_disputed"
+    bench.wiring.sweeper.sweep()
+    clock.advance(minutes=1)
+    bench.wiring.sweeper.sweep()
+    assert bench.attempts() == []
+    (alert,) = bench.events("billing.payment_reversed")
+    assert "Auto top-up is switched off" in alert["details"]["message"]
+
+
+def test_an_opened_dispute_switches_auto_top_up_off_until_the_settings_are_saved(
+    bench: Bench, clock: FixedClock
+) -> None:
+    # Given 100 USD bought and auto top-up on
+    session = bench.buy(100)
+    bench.configure(**ARMED)
+    # When the payment is disputed
+    bench.emulator.open_dispute(intent_of(bench, session))
+    bench.emulator.deliver_pending()
+    # Then auto top-up is off at once (no money moved yet), and the org is told
+    assert switched_off(bench) == "payment_disputed" and bench.balance() == Money.usd(100)
+    (alert,) = bench.events("billing.payment_disputed")
+    assert "Auto top-up is switched off" in alert["details"]["message"]
+    # And saving the settings later switches it on again; a late repeat of the opening
+    # changes nothing
+    clock.advance(minutes=5)
+    assert bench.configure(enabled=True)["status"]["disabled_reason"] is None
+    (opened,) = bench.event_ids("charge.dispute.created")
+    assert bench.emulator.redeliver(opened) == 200
+    assert switched_off(bench) is None
+
+
+def test_a_refund_charges_the_refunded_card_no_more(bench: Bench) -> None:
+    # Given 100 USD bought and auto top-up on
+    session = bench.buy(100)
+    bench.configure(**ARMED)
+    # When the payment is refunded in full
+    client = stripe.StripeClient(SECRET_KEY, base_addresses={"api": bench.server.base_url + "/stripe"})
+    client.v1.refunds.create(params={"payment_intent": intent_of(bench, session)})
+    assert bench.emulator.deliver_pending() == [200, 200]
+    # Then the credit is taken back, auto top-up is off and nothing is charged
+    assert bench.balance() == Money.zero()
+    assert switched_off(bench) == "payment_refunded"
+    bench.wiring.sweeper.sweep()
+    assert bench.attempts() == []
+    # And once the user saves the settings again, the next fall under the trigger tops up
+    bench.configure(enabled=True)
+    bench.moved()
+    bench.wiring.sweeper.sweep()
+    (attempt,) = bench.attempts()
+    assert attempt["processor_reference"]
