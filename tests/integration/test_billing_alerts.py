@@ -233,7 +233,9 @@ def test_pct_of_limit_without_a_limit_never_fires(watch: BillingWatch, org: Test
     assert kinds(org.org_id) == []
 
 
-def test_limit_reached_counts_in_flight_reservations(watch: BillingWatch, org: TestOrg) -> None:
+def test_limit_reached_waits_for_charged_spend_and_reports_in_flight(
+    watch: BillingWatch, org: TestOrg
+) -> None:
     # Given a soft monthly limit of $5
     set_controls(org.org_id, limit_enabled=True, limit_period="monthly", limit_amount=usd("5"))
     # When $3 is charged and $2 is reserved for a running batch
@@ -244,15 +246,20 @@ def test_limit_reached_counts_in_flight_reservations(watch: BillingWatch, org: T
         at=isoformat(LATE_EVENING),
     )
     watch.moved(org.org_id, at=LATE_EVENING)
+    # Then spend plus in-flight at the limit is not the limit reached
+    assert kinds(org.org_id) == []
+    # When $2 more is charged (and $2 is still in flight)
+    spend(org.org_id, "2", LATE_EVENING)
+    watch.moved(org.org_id, at=LATE_EVENING)
     watch.moved(org.org_id, at=LATE_EVENING)
     # Then billing.limit_reached was recorded once, with the figures it was judged on
     (event,) = events(org.org_id)
     assert event["type"] == "billing.limit_reached"
     assert {k: event["details"][k] for k in ("limit", "spent", "in_flight", "projected", "mode")} == {
         "limit": "5.00",
-        "spent": "3.00",
+        "spent": "5.00",
         "in_flight": "2.00",
-        "projected": "5.00",
+        "projected": "7.00",
         "mode": "soft",
     }
 

@@ -95,13 +95,16 @@ def test_debounce_keys_name_the_threshold_value_and_the_period() -> None:
     assert keys == ["threshold#spend_above#1.00#D#2026-11-21", "threshold#spend_above#2.00#D#2026-11-21"]
 
 
-def test_limit_reached_counts_spend_and_in_flight_and_keys_on_the_limit_period() -> None:
+def test_limit_reached_counts_charged_spend_and_keys_on_the_limit_period() -> None:
     rules = controls(limit_enabled=True, limit_period="daily", limit_amount=usd("10"), limit_mode="hard")
     period = alert_period(rules, AT)
-    assert due_alerts(rules, wallet=wallet("50", reserved="3"), spent=usd("6.99"), period=period) == []
-    (alert,) = due_alerts(rules, wallet=wallet("50", reserved="3"), spent=usd("7"), period=period)
+    # In-flight reservations alone do not reach the limit (they usually settle lower)
+    assert due_alerts(rules, wallet=wallet("50", reserved="3"), spent=usd("7"), period=period) == []
+    assert due_alerts(rules, wallet=wallet("50", reserved="3"), spent=usd("9.99"), period=period) == []
+    (alert,) = due_alerts(rules, wallet=wallet("50", reserved="3"), spent=usd("10"), period=period)
     assert alert.event_type == LIMIT_REACHED and alert.once_key == "limit_reached#D#2026-11-21"
-    assert alert.details["projected"] == "10.00" and alert.details["mode"] == "hard"
+    assert alert.details["spent"] == "10.00" and alert.details["in_flight"] == "3.00"
+    assert alert.details["projected"] == "13.00" and alert.details["mode"] == "hard"
     # A disabled limit never reports, and pct_of_limit needs one
     off = controls(
         limit_period="daily", limit_amount=usd("10"), alert_thresholds=(Threshold("pct_of_limit", percent=1),)

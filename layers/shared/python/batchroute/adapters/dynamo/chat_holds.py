@@ -65,8 +65,9 @@ from batchroute.domain.chat.holds import Refusal as Refusal
 from batchroute.errors import TransientError
 from batchroute.transactions import TransactItem
 
-# Positions in the open transaction: the three reserve items, then ours.
-_WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
+# Positions in the open transaction: the three reserve items, then ours (a hard limit's
+# spend check, then its next period's: SpendingLimitChecks.items).
+_WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT, _NEXT_SPEND_AT = 0, 1, 3, 4, 5, 6
 
 
 class ChatHoldStore:
@@ -215,7 +216,7 @@ def _reason(exc: ClientError) -> Refusal:
 
     if condition_failed_at(codes, _CONTROLS_AT):
         return "controls_changed"
-    if condition_failed_at(codes, _SPEND_AT):
+    if condition_failed_at(codes, _SPEND_AT) or condition_failed_at(codes, _NEXT_SPEND_AT):
         return "spend_moved"
     if condition_failed_at(codes, _WALLET_AT):
         return "funds"  # or the hard limit's room: the caller reads the wallet to tell

@@ -6,7 +6,9 @@
 - on the `controls` table: with a hard limit, "still the version it was read at"; without
   one, "still no active hard limit";
 - on the `ledger` table (hard limit only): "the period's spend counter has not grown past
-  what was read".
+  what was read", then "the NEXT period's spend counter is absent or zero" (a reservation
+  decided at the very end of a period that commits after a settlement charged the new
+  period is refused, and decided again on the new period).
 
 `moved(codes, offset)` tells whether a refused transaction failed on one of them (read the
 limit again and retry). `read(...)` reads the controls and spend counters in one
@@ -27,6 +29,8 @@ from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.transactions import TransactItem
 
 _SPEND_PREFIX: Final = "SPEND#"
+# The most items `items` returns: the controls check, the period's spend, the next period's.
+MAX_CHECKS: Final = 3
 _NO_HARD_LIMIT: Final = (
     "attribute_not_exists(pk) OR limit_enabled = :off OR limit_mode <> :hard "
     "OR attribute_not_exists(limit_amount_micros) OR attribute_not_exists(limit_period)"
@@ -39,16 +43,18 @@ class SpendingLimitChecks:
     controls_table: str
 
     def items(self, org_id: str, guard: LimitGuard) -> list[TransactItem]:
-        """The controls check, then (hard limit only) the spend check."""
+        """The controls check, then (hard limit only) the spend check and the next period's
+        (at most `MAX_CHECKS` items)."""
         items = [self._controls_check(org_id, guard)]
-        if guard.hard and guard.period_key is not None:
-            items.append(self._spend_check(org_id, guard))
+        if guard.hard and guard.period_key is not None and guard.next_period_key is not None:
+            items.append(self._spend_check(org_id, guard.period_key, guard.spent_micros))
+            items.append(self._spend_check(org_id, guard.next_period_key, 0))
         return items
 
     @staticmethod
     def moved(codes: list[str], offset: int) -> bool:
         """Did the transaction fail on the checks placed at `offset` (the limit moved)?"""
-        return condition_failed_at(codes, offset) or condition_failed_at(codes, offset + 1)
+        return any(condition_failed_at(codes, offset + i) for i in range(MAX_CHECKS))
 
     def read(
         self, dynamodb: Any, org_id: str, period_keys: Iterable[str]
@@ -85,13 +91,14 @@ class SpendingLimitChecks:
             check["ExpressionAttributeValues"] = {":off": to_value(False), ":hard": to_value("hard")}
         return {"ConditionCheck": check}
 
-    def _spend_check(self, org_id: str, guard: LimitGuard) -> TransactItem:
+    def _spend_check(self, org_id: str, period_key: str, spent_micros: int) -> TransactItem:
+        """The period's spend counter is absent or at most `spent_micros`."""
         return {
             "ConditionCheck": {
                 "TableName": self.ledger_table,
-                "Key": _ledger_key(org_id, _SPEND_PREFIX + str(guard.period_key)),
+                "Key": _ledger_key(org_id, _SPEND_PREFIX + period_key),
                 "ConditionExpression": "attribute_not_exists(spent_micros) OR spent_micros <= :spent",
-                "ExpressionAttributeValues": {":spent": to_value(guard.spent_micros)},
+                "ExpressionAttributeValues": {":spent": to_value(spent_micros)},
             }
         }
 

@@ -4,8 +4,10 @@ keys (pure; `docs/billing-alerts.md` is the customer-facing version).
 After every movement the watch (`services/billing/watch.py`) observes the wallet and the
 period's charged spend, and asks `due_alerts` what is due:
 
-- `billing.limit_reached`: the period's spend plus the in-flight reservations reached the
-  spending limit (so the next hard-limit submit is refused); once per limit period.
+- `billing.limit_reached`: the period's charged spend reached the spending limit (a
+  settlement took it there, so under a hard limit the next submit is refused until the
+  period ends); once per limit period. In-flight reservations alone raise nothing: they are
+  estimates that usually settle lower, and a submit they block is refused with the figures.
 - `billing.threshold_crossed`: an `alert_thresholds` entry holds: `balance_below` (balance
   < value), `spend_above` (period spend > value), `pct_of_limit` (period spend >= that
   percent of an active limit, and > 0); each entry once per alert period.
@@ -193,7 +195,7 @@ def due_alerts(
     limit = active_limit(controls)
     if limit is not None:
         projected = spent + wallet.reserved
-        if projected >= limit:
+        if spent >= limit:
             alerts.append(
                 Alert(
                     LIMIT_REACHED,

@@ -259,15 +259,15 @@ def apply_update(current: BillingControls, command: UpdateControls, *, at: str) 
     given = command.given
     staged = replace(current, **{name: getattr(command, name) for name in EDITABLE_FIELDS if name in given})
     if "limit_enabled" in given and not command.limit_enabled:
-        # "{limit_enabled: false} removes the limit": forget its period and amount too,
-        # unless this same request stages new ones.
+        # "{limit_enabled: false} removes the limit": forget its period and amount too, and
+        # its mode (a new limit starts soft), unless this same request stages new ones. A
+        # mode staged while the limit is off is then kept when the limit is turned on.
         staged = replace(
             staged,
             limit_period=command.limit_period if "limit_period" in given else None,
             limit_amount=command.limit_amount if "limit_amount" in given else None,
+            limit_mode=command.limit_mode if "limit_mode" in given else "soft",
         )
-    if staged.limit_enabled and not current.limit_enabled and "limit_mode" not in given:
-        staged = replace(staged, limit_mode="soft")  # a new limit starts soft unless told otherwise
     if staged.limit_enabled:
         missing = [name for name in ("limit_period", "limit_amount") if getattr(staged, name) is None]
         if missing:

@@ -14,12 +14,21 @@ reservation's transaction asserts three things together (adapters/dynamo/limit_c
 DynamoDB transactions are serializable, so when all three hold at the write,
 spent + in-flight + amount <= limit holds at that instant. Settlement only moves credit from
 in-flight to spend (charged <= reserved), so it can only make room, never take it.
+
+One more check closes the turn of a period: a guard read in the last instant of a period may
+commit in the first of the next, after a settlement has charged the NEW period's counter,
+which the spend check (on the old counter) does not see. So a hard guard also asserts that
+the next period's counter (`next_period_key`) is absent or zero: then nothing has been
+charged in the new period yet, and the old period's bound still bounds it; otherwise the
+transaction is refused and the funding is decided again, on the new period.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date, timedelta
 
+from batchroute.domain.billing.ledger import DAILY_PREFIX, MONTHLY_PREFIX
 from batchroute.money import Money
 
 
@@ -41,3 +50,21 @@ class LimitGuard:
         if not self.hard:
             return None
         return self.limit_micros - self.spent_micros - amount.micros
+
+    @property
+    def next_period_key(self) -> str | None:
+        """The spend-counter key of the period after the guard's (None without a hard limit)."""
+        return next_period_key(self.period_key) if self.hard and self.period_key else None
+
+
+def next_period_key(period_key: str) -> str:
+    """The key of the period after `period_key`, by the same local calendar the key was taken
+    in (`period_keys`, in the org's `limit_timezone`): "D#2026-11-20" -> "D#2026-11-21",
+    "M#2026-12" -> "M#2027-01"."""
+    if period_key.startswith(DAILY_PREFIX):
+        day = date.fromisoformat(period_key[len(DAILY_PREFIX) :])
+        return f"{DAILY_PREFIX}{day + timedelta(days=1):%Y-%m-%d}"
+    if period_key.startswith(MONTHLY_PREFIX):
+        year, month = (int(part) for part in period_key[len(MONTHLY_PREFIX) :].split("-"))
+        return f"{MONTHLY_PREFIX}{year + month // 12:04d}-{month % 12 + 1:02d}"
+    raise ValueError(f"not a spend-period key: {period_key!r}")

@@ -216,7 +216,7 @@ class BatchService:
                 raise
             raise self.work_orders.refused(principal.org_id, work_order.work_order_id) from None
         self.launch.launch(batch_id)  # the batch is safely priced: the sweeper starts it if this fails
-        if self.watch is not None:  # a soft limit reached at submit is reported here
+        if self.watch is not None:  # the balance alerts and auto top-up see the new reservation
             self.watch.moved(principal.org_id, at=self.clock.now(), controls=controls)
         return CreateAnswer(202, answer_body)
 

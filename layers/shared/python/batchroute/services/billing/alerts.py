@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Protocol
 
 from batchroute.domain.billing.alerts import (
@@ -19,6 +20,7 @@ from batchroute.domain.billing.alerts import (
     LIMIT_REACHED,
     LOW_BALANCE,
     THRESHOLD_CROSSED,
+    AlertData,
     BillingEvent,
 )
 from batchroute.domain.billing.controls import BillingControls
@@ -99,7 +101,7 @@ def email_text(event: BillingEvent) -> tuple[str, str]:
     """(subject, body) of the alert email of an event."""
     kind, d = event.type, event.details
     if kind == LIMIT_REACHED:
-        blocked = " New batches are refused until the period ends." if d.get("mode") == "hard" else ""
+        blocked = " New batches are refused until the period ends." if _hard_limit_spent(d) else ""
         return "Spending limit reached", (
             f"Your {d.get('period')} spending limit of ${d.get('limit')} has been reached: "
             f"${d.get('spent')} charged this period and ${d.get('in_flight', '0.00')} in flight.{blocked}\n\n"
@@ -136,3 +138,12 @@ def email_text(event: BillingEvent) -> tuple[str, str]:
             "Check the saved payment method in your billing settings."
         )
     return "Billing alert", f"A billing event occurred: {kind}."
+
+
+def _hard_limit_spent(details: AlertData) -> bool:
+    """A hard limit that charged spend itself reached (not spend plus in-flight estimates,
+    which settle lower and give room back): nothing more is accepted this period."""
+    spent, limit = details.get("spent"), details.get("limit")
+    if details.get("mode") != "hard" or spent is None or limit is None:
+        return False
+    return Decimal(spent) >= Decimal(limit)

@@ -13,8 +13,8 @@ the org's spending limit allow it?
    golden-set regression run (charged like direct chat; its lack of credit stays a 402
    `insufficient_credits`, docs/schedules.md), details
    {limit, period, spent, projected} (decimal strings; period `daily`|`monthly`). Soft mode
-   never refuses. In both modes `limit_reached` is True once projected >= limit, so the
-   caller can emit `billing.limit_reached`.
+   never refuses. In both modes `limit_reached` is True once projected >= limit (the
+   `billing.limit_reached` alert itself waits for charged spend: domain/billing/alerts.py).
 
 Both are read before the write, so neither is the final word: the decision carries a
 `LimitGuard` (domain/billing/spending_limit.py) that the reservation's own transaction asserts, so

@@ -148,6 +148,7 @@ class HoldKeeper:
                     terms = replace(terms, rate=self.limiter.recheck(terms.rate, refused.rate_counts or {}))
                     continue
                 if refused.reason in ("controls_changed", "spend_moved"):
+                    now = self.clock.now()  # the period may have turned since (its next counter moved)
                     guard, fresh = self.refresh(org_id, now), True
                 elif refused.reason == "funds":
                     wallet = self.store.wallet(org_id)
