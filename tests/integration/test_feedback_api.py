@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.config import get_settings
+from batchroute.providers import simulated
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.batch_pipeline_support import (
     LLAMA,
@@ -269,3 +270,29 @@ def test_roles_billing_reads_and_may_not_give_feedback(client: TestClient, org: 
     assert client.get(PATH, headers=org.key_headers("billing")).status_code == 200
     assert client.get(f"{PATH}/summary", headers=org.session_headers("billing")).status_code == 200
     assert client.get(PATH).status_code == 401
+
+
+def test_feedback_reaches_an_item_whose_result_row_is_over_a_mib(
+    client: TestClient, org: TestOrg, stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a finished embeddings batch whose one item (64 texts: 64 vectors of 1536 floats,
+    # kept normalized and raw) has a result row longer than a customer's line (1 MiB)
+    monkeypatch.setattr(simulated, "EMBEDDING_DIMENSIONS", 1536)
+    texts = [f"text number {i}" for i in range(64)]
+    big = {"customer_item_id": "big", "operation": "embeddings", "model": "text-embedding-3-small"}
+    created = client.post(
+        "/v1/batches",
+        json={"items": [{**big, "input": {"input": texts}}]},
+        headers={**org.key_headers(), "Idempotency-Key": "fb-big-row-0001"},
+    )
+    assert created.status_code == 202, created.text
+    batch_id = str(created.json()["batch"]["id"])
+    record = BatchRecords(get_settings().table_name("batches")).get(batch_id)
+    assert record is not None and record.execution_arn
+    run_until_done(stack, record.execution_arn, budget_seconds=60)
+    # When the item is rated
+    given = _give(
+        client, org.session_headers("member"), {"target": _item_target(batch_id, "big"), "rating": 1}
+    )
+    # Then its row is found (it was skipped as unreadable: 404 target_not_found)
+    assert given.status_code == 201, given.text

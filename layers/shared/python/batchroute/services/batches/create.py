@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypedDict
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.artifact_keys import input_chunk_key
-from batchroute.domain.batches.jsonl import LineError, parse_jsonl
+from batchroute.domain.batches.jsonl import LineError, artifact_lines, parse_jsonl
 from batchroute.domain.batches.preflight import IssueView, PreflightFailed
 from batchroute.domain.batches.quote_snapshot import QuoteSnapshot
 from batchroute.domain.batches.record import (
@@ -507,8 +507,8 @@ class BatchService:
             )
         failed = {
             int(row["sequence_number"])
-            for _, row in parse_jsonl(self.artifacts.chunks(results_key))
-            if isinstance(row, dict) and row.get("status") == "failed"
+            for row in artifact_lines(self.artifacts.chunks(results_key), key=results_key)
+            if row.get("status") == "failed"
         }
         if not failed:
             raise Conflict("The batch has no failed or canceled items to retry.", code="nothing_to_retry")
@@ -524,9 +524,8 @@ class BatchService:
 
     def _input_rows(self, batch: BatchRecord) -> Iterator[dict[str, Any]]:
         for chunk in range(batch.chunk_count):
-            for _, row in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch.batch_id, chunk))):
-                if isinstance(row, dict):
-                    yield row
+            key = input_chunk_key(batch.batch_id, chunk)
+            yield from artifact_lines(self.artifacts.chunks(key), key=key)
 
 
 class RetriedView(TypedDict):

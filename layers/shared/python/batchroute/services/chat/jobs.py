@@ -15,7 +15,7 @@ from typing import Any, Protocol, cast
 
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
 from batchroute.domain.batches.artifact_keys import result_chunk_key
-from batchroute.domain.batches.jsonl import parse_jsonl
+from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.record import BatchRecord, SurfaceFields, batch_id_for, job_id_for
 from batchroute.domain.catalog.pricing import CacheTokens
 from batchroute.domain.chat.objects import (
@@ -145,8 +145,9 @@ class ChatJobs:
         for lane in self.records.lanes(batch_id):
             if not lane_chunk_done(lane, 0):
                 continue
-            for _, row in parse_jsonl(self.artifacts.chunks(result_chunk_key(batch_id, lane.lane_key, 0))):
-                if not isinstance(row, dict) or int(row.get("seq", -1)) != 0:
+            key = result_chunk_key(batch_id, lane.lane_key, 0)
+            for row in artifact_lines(self.artifacts.chunks(key), key=key):
+                if int(row.get("seq", -1)) != 0:
                     continue
                 if found is None or row.get("status") == "completed":
                     found = cast(ResultLine, row)

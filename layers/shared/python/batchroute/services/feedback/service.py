@@ -18,7 +18,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
 from batchroute.domain.batches.artifact_keys import input_chunk_key
-from batchroute.domain.batches.jsonl import parse_jsonl
+from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.usage import USAGE_PERIODS, UsagePeriod, period_window
 from batchroute.domain.chat.objects import CHAT_SOURCE
@@ -195,8 +195,8 @@ class FeedbackService:
     def _requested_model(self, batch: BatchRecord, seq: int) -> str:
         """A failed item has no serving model: the model it asked for (one input chunk)."""
         key = input_chunk_key(batch.batch_id, seq // CHUNK_SIZE)
-        for _, line in parse_jsonl(self.artifacts.chunks(key)):
-            if isinstance(line, dict) and int(line.get("seq", -1)) == seq:
+        for line in artifact_lines(self.artifacts.chunks(key), key=key):
+            if int(line.get("seq", -1)) == seq:
                 return str((line.get("item") or {}).get("model") or "")
         return ""
 
@@ -220,7 +220,7 @@ class FeedbackService:
                 code="results_not_ready",
                 details={"state": batch.state},
             )
-        for _, row in parse_jsonl(self.artifacts.chunks(key)):
-            if isinstance(row, dict) and row.get("customer_item_id") == customer_item_id:
+        for row in artifact_lines(self.artifacts.chunks(key), key=key):
+            if row.get("customer_item_id") == customer_item_id:
                 return cast(ArtifactRow, row)  # a row of results.jsonl, as Finalize wrote it
         raise target_not_found(target)
