@@ -133,6 +133,25 @@ class Monitoring(Construct):
             environment=config.name,
         )
 
+        # A step of the minute sweep raised (services/workflow/sweeper.py): the later steps ran,
+        # this one is tried again each minute until someone looks at why.
+        self._app_metric_alarm(
+            "SweepStepFailed",
+            name="sweep-step-failed",
+            description="A step of the scheduled sweep failed (the others ran). See the 'sweep step "
+            "failed' error log line (its step) in the sweeper's log.",
+            environment=config.name,
+        )
+        # An auto top-up attempt raised something other than a processor outage; it was left
+        # pending and the sweep went on to the next (services/billing/auto_topup.py).
+        self._app_metric_alarm(
+            "AutoTopupSweepErrors",
+            name="auto-topup-sweep-errors",
+            description="An auto top-up attempt failed unexpectedly and was left pending. See the "
+            "sweeper's error log (org, attempt) and docs/payments.md, Auto top-up.",
+            environment=config.name,
+        )
+
         # The daily payments reconciliation (services/billing/reconciliation.py) found ledger
         # credits and processor payments that disagree, or could not run (docs/payments.md).
         self._app_metric_alarm(

@@ -73,8 +73,8 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
     # Then
     # a DLQ alarm per queue, three service alarms, lanes marked unavailable, payment events
     # rejected, payment reconciliation differences and failed runs, unrecovered refunds, failed
-    # refunds and disputes
-    assert len(alarms) == len(resources.QUEUES) + 10
+    # refunds and disputes, failed sweep steps and auto top-up sweep errors
+    assert len(alarms) == len(resources.QUEUES) + 12
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
     assert cfn.referenced(topic["KmsMasterKeyId"]).startswith("SecurityKey")
@@ -94,6 +94,8 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
         "PaymentReversalUnrecovered",
         "PaymentRefundsFailed",
         "PaymentDisputes",
+        "SweepStepFailed",
+        "AutoTopupSweepErrors",
     ],
 )
 def test_operator_metrics_raise_an_alarm(cfn: Cfn, config: EnvironmentConfig, metric: str) -> None:

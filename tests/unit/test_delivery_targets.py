@@ -478,6 +478,42 @@ def test_the_sweep_queues_due_bucket_deliveries() -> None:
     assert sweeper.sweep()["bucket_deliveries"] == {"queued": ["batch_1"]} and calls == ["buckets"]
 
 
+def test_a_sweep_step_that_raises_does_not_stop_the_later_steps() -> None:
+    # Given webhook retries that raise (a record they cannot handle) and bucket deliveries due
+    calls: list[str] = []
+
+    class Due:
+        def enqueue_due(self) -> Report:
+            calls.append("buckets")
+            return Report(queued=["batch_1"])
+
+    class Broken:
+        def retry_due(self) -> Report:
+            calls.append("webhooks")
+            raise KeyError("attempts")
+
+    sweeper = Sweeper(
+        refresh_heartbeats=lambda: Report(),
+        batches=NoSweepWork(),  # type: ignore[arg-type]
+        workflows=NoSweepWork(),
+        ledger=NoSweepWork(),
+        chat_holds=None,  # type: ignore[arg-type]
+        catalog=None,  # type: ignore[arg-type]
+        controls=None,  # type: ignore[arg-type]
+        webhooks=Broken(),
+        clock=FixedClock(),
+        stale_hold_seconds=300,
+        bucket_deliveries=Due(),
+        billing_webhooks=Broken(),
+    )
+    # When the sweep runs
+    outcome = sweeper.sweep()
+    # Then every step ran, the failed ones are named, and the others answered
+    assert calls == ["webhooks", "webhooks", "buckets"]
+    assert outcome["failed_steps"] == ["webhooks", "billing_webhooks"]
+    assert outcome["bucket_deliveries"] == {"queued": ["batch_1"]} and "webhooks" not in outcome
+
+
 # -- the pinned transport of customer endpoints --------------------------------------------------
 def _pinned_client(sender: Any, *, attempts: int = 1) -> Any:
     """An S3 client that sends through `sender`, retrying (standard mode) up to `attempts`."""

@@ -7,9 +7,10 @@ bucket delivery retries and retention GC (docs/retention.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, NotRequired, Protocol, TypedDict
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -217,14 +218,16 @@ def release_abandoned_regression_holds(
     return report
 
 
-class SweepOutcome(TypedDict):
-    """What one sweep did (the sweeper function's answer)."""
+class SweepOutcome(TypedDict, total=False):
+    """What one sweep did (the sweeper function's answer): each step's part, and the names of
+    the steps that failed (logged; their parts are missing)."""
 
     workflows_started: list[str]
     expired: list[str]
     skipped: list[str]
     chat_holds_settled: list[str]
     webhooks: dict[str, list[str]]
+    failed_steps: list[str]
     billing_webhooks: NotRequired[dict[str, list[str]]]
     bucket_deliveries: NotRequired[dict[str, list[str]]]
     retention: NotRequired[ReclaimSummary]
@@ -325,53 +328,113 @@ class Sweeper:
         return released.settled
 
     def sweep(self) -> SweepOutcome:
+        """Runs every step on its own: a step that raises (a record it cannot handle, a store
+        that failed) is logged with its name and counted (`SweepStepFailed`, an alarm), and
+        the later steps still run, so one bad record never stops retention, schedules or auto
+        top-up for every org. The next minute's sweep tries the step again."""
+        outcome: SweepOutcome = {}
+        failed: list[str] = []
+        for name, step in self._steps():
+            try:
+                outcome.update(step())
+            except Exception:
+                logger.exception("sweep step failed", extra={"step": name})
+                metrics.add_metric(name="SweepStepFailed", unit=MetricUnit.Count, value=1)
+                failed.append(name)
+        if failed:
+            outcome["failed_steps"] = failed
+        return outcome
+
+    def _steps(self) -> list[tuple[str, Callable[[], SweepOutcome]]]:
+        """The sweep's steps in order, the optional ones when wired."""
+        steps: list[tuple[str, Callable[[], SweepOutcome]]] = [
+            ("heartbeats", self._heartbeats),
+            ("workflow_starts", self._late_starts),
+            ("expiry", self._expire),
+            ("chat_holds", self._chat_holds),
+            ("webhooks", self._webhooks),
+            ("regression_holds", self._regression_holds),
+        ]
+        if self.billing_webhooks is not None:
+            steps.append(("billing_webhooks", partial(_billing_webhooks, self.billing_webhooks)))
+        if self.bucket_deliveries is not None:
+            steps.append(("bucket_deliveries", partial(_bucket_deliveries, self.bucket_deliveries)))
+        if self.retention is not None:
+            steps.append(("retention", partial(_retention, self.retention)))
+        if self.schedules is not None:
+            steps.append(("schedules", partial(_schedules, self.schedules)))
+        if self.file_checks is not None:
+            steps.append(("file_checks", partial(_file_checks, self.file_checks)))
+        if self.topups is not None:
+            steps.append(("auto_topups", partial(_auto_topups, self.topups)))
+        return steps
+
+    def _heartbeats(self) -> SweepOutcome:
         lanes = self.refresh_heartbeats()
         metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
+        return {}
+
+    def _late_starts(self) -> SweepOutcome:
         launched = self.workflows.launch_unstarted(self.clock.now())
         metrics.add_metric(name="WorkflowsStartedLate", unit=MetricUnit.Count, value=len(launched.started))
+        return {"workflows_started": launched.started}
+
+    def _expire(self) -> SweepOutcome:
         report = expire_overdue_batches(self.batches, self.clock)
         metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
-        logger.info("sweep finished", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
-        holds = self._settle_stale_holds()
+        logger.info("expiry swept", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
+        return {"expired": report.expired, "skipped": report.skipped}
+
+    def _chat_holds(self) -> SweepOutcome:
+        return {"chat_holds_settled": self._settle_stale_holds().settled}
+
+    def _webhooks(self) -> SweepOutcome:
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        outcome: SweepOutcome = {
-            "workflows_started": launched.started,
-            "expired": report.expired,
-            "skipped": report.skipped,
-            "chat_holds_settled": holds.settled,
-            "webhooks": retried.as_dict(),
+        return {"webhooks": retried.as_dict()}
+
+    def _regression_holds(self) -> SweepOutcome:
+        released = self._release_abandoned_regressions()
+        return {} if released is None else {"regression_holds_released": released}
+
+
+def _billing_webhooks(due: DueWebhooks) -> SweepOutcome:
+    billing = due.retry_due()
+    metrics.add_metric(name="BillingWebhookRetries", unit=MetricUnit.Count, value=len(billing.attempted))
+    return {"billing_webhooks": billing.as_dict()}
+
+
+def _bucket_deliveries(due: DueBucketDeliveries) -> SweepOutcome:
+    buckets = due.enqueue_due()
+    metrics.add_metric(name="BucketDeliveryRetries", unit=MetricUnit.Count, value=len(buckets.queued))
+    return {"bucket_deliveries": buckets.as_dict()}
+
+
+def _retention(gc: RetentionGC) -> SweepOutcome:
+    reclaimed = gc.collect()
+    metrics.add_metric(name="BatchesReclaimed", unit=MetricUnit.Count, value=len(reclaimed.reclaimed))
+    return {"retention": reclaimed.as_dict()}
+
+
+def _schedules(due: DueSchedules) -> SweepOutcome:
+    fired = due.fire_due()
+    metrics.add_metric(name="SchedulesFired", unit=MetricUnit.Count, value=len(fired["created"]))
+    return {"schedules": fired}
+
+
+def _file_checks(checks: LostFileChecks) -> SweepOutcome:
+    resent = checks.resend_due()
+    metrics.add_metric(name="FileChecksResent", unit=MetricUnit.Count, value=len(resent))
+    return {"file_checks_resent": resent}
+
+
+def _auto_topups(topups: PendingTopups) -> SweepOutcome:
+    report = topups.sweep()
+    metrics.add_metric(name="AutoTopupsCharged", unit=MetricUnit.Count, value=len(report.charged))
+    return {
+        "auto_topups": {
+            "charged": report.charged,
+            "recovered": report.recovered,
+            "left_pending": report.left_pending,
         }
-        if (regressions := self._release_abandoned_regressions()) is not None:
-            outcome["regression_holds_released"] = regressions
-        if self.billing_webhooks is not None:
-            billing = self.billing_webhooks.retry_due()
-            metrics.add_metric(
-                name="BillingWebhookRetries", unit=MetricUnit.Count, value=len(billing.attempted)
-            )
-            outcome["billing_webhooks"] = billing.as_dict()
-        if self.bucket_deliveries is not None:
-            buckets = self.bucket_deliveries.enqueue_due()
-            metrics.add_metric(name="BucketDeliveryRetries", unit=MetricUnit.Count, value=len(buckets.queued))
-            outcome["bucket_deliveries"] = buckets.as_dict()
-        if self.retention is not None:
-            reclaimed = self.retention.collect()
-            metrics.add_metric(name="BatchesReclaimed", unit=MetricUnit.Count, value=len(reclaimed.reclaimed))
-            outcome["retention"] = reclaimed.as_dict()
-        if self.schedules is not None:
-            fired = self.schedules.fire_due()
-            metrics.add_metric(name="SchedulesFired", unit=MetricUnit.Count, value=len(fired["created"]))
-            outcome["schedules"] = fired
-        if self.file_checks is not None:
-            resent = self.file_checks.resend_due()
-            metrics.add_metric(name="FileChecksResent", unit=MetricUnit.Count, value=len(resent))
-            outcome["file_checks_resent"] = resent
-        if self.topups is not None:
-            topups = self.topups.sweep()
-            metrics.add_metric(name="AutoTopupsCharged", unit=MetricUnit.Count, value=len(topups.charged))
-            outcome["auto_topups"] = {
-                "charged": topups.charged,
-                "recovered": topups.recovered,
-                "left_pending": topups.left_pending,
-            }
-        return outcome
+    }
