@@ -313,17 +313,20 @@ def _streamed(client: TestClient, org: TestOrg) -> list[str]:
     return [e.removeprefix("data: ") for e in raw.split("\n\n") if e]
 
 
-def test_a_streamed_blocked_prompt_ends_in_provider_rejected_and_charges_nothing(
+def test_a_streamed_blocked_prompt_is_refused_400_before_the_stream_and_charges_nothing(
     gemini_client: TestClient, vendor: Vendor
 ) -> None:
+    # Given Gemini blocking the prompt in its stream's first chunk
     vendor.events = PROMPT_BLOCKED
     org = new_org(credit_usd="5")
     before = ledger_store().state(org.org_id).balance
-    events = _streamed(gemini_client, org)
-    # Then the role chunk, then the refusal (no [DONE]); the hold released whole
-    error = json.loads(events[-1])["error"]
+    body = {"model": FLASH, "messages": ASK, "max_tokens": 200, "stream": True}
+    # When a streamed completion is asked for
+    answer = gemini_client.post("/v1/chat/completions", json=body, headers=org.key_headers())
+    # Then it is refused before the stream starts, as any refusal before the first byte is
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
     assert (error["code"], error["details"]["provider_code"]) == ("provider_rejected", "content_blocked")
-    assert "[DONE]" not in events
     assert ledger_store().state(org.org_id).balance == before
     hold = _hold(org)
     assert hold.status != "pending" and hold.charged == Money.zero()

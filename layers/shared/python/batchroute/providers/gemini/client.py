@@ -64,10 +64,17 @@ class GeminiModels:
             params={"alt": "sse"},
             read_timeout=request.first_byte_timeout_seconds,
         ) as source:
+            events = source.iter_sse()
+            # The first chunk is read before the stream counts as started: a prompt Gemini
+            # blocks (promptFeedback.blockReason) is refused there, like any other refusal
+            # before the first byte (nothing sent to the client, nothing charged).
+            first = next(events, None)
+            pending = None if first is None else self._delta(acc, first.data)
             yield base.StreamStart()
-            for event in source.iter_sse():
-                chunk = event_json(event.data, vendor=self.http.vendor)
-                delta = acc.delta(acc.add(chunk, vendor=self.http.vendor))
+            if pending is not None:
+                yield pending
+            for event in events:
+                delta = self._delta(acc, event.data)
                 if delta is not None:
                     yield delta
         if not acc.finished:  # Gemini ends a stream by closing it: the last chunk says why
@@ -75,6 +82,9 @@ class GeminiModels:
                 f"{self.http.vendor} ended the stream without a finish reason", code="stream_interrupted"
             )
         yield base.StreamEnd(acc.result())
+
+    def _delta(self, acc: transform.StreamAccumulator, data: str) -> base.StreamDelta | None:
+        return acc.delta(acc.add(event_json(data, vendor=self.http.vendor), vendor=self.http.vendor))
 
     def check(self) -> list[str]:
         """The model ids the key may use (a health check; raises on failure)."""
