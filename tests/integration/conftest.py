@@ -3,6 +3,7 @@ the same definitions the CDK stack uses."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -14,7 +15,9 @@ import pytest
 from moto import mock_aws
 from moto.core.config import DefaultConfig
 from moto.dynamodb.responses import DynamoHandler
+from moto.kms import models as kms_models
 from moto.s3.responses import S3Response
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 from batchroute import resources
 from batchroute.adapters.aws import reset_clients
@@ -33,6 +36,19 @@ MOTO_CONFIG: DefaultConfig = {
     "core": {"mock_credentials": True, "reset_boto3_session": False},
     "stepfunctions": {"execute_state_machine": True},
 }
+
+
+# Each test provisions its own stack on moto (`local_aws`); two steps of that cost the same
+# every time and depend only on their input, so they are done once per process:
+# - moto gives every KMS key an RSA private key, a symmetric one too, which never uses it
+#   (about 60 ms of key generation);
+# - moto validates a state machine's definition by parsing it with its ASL grammar (about a
+#   third of a second), and the definition is the same in every test. A definition that
+#   fails validation raises, which is not cached.
+kms_models.generate_private_key = functools.cache(kms_models.generate_private_key)
+StepFunctionsParserBackend._validate_definition = staticmethod(  # type: ignore[method-assign]
+    functools.cache(StepFunctionsParserBackend._validate_definition)
+)
 
 
 @pytest.fixture
