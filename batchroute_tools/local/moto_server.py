@@ -3,8 +3,9 @@
 A child process (child.py), as DynamoDB, S3, SQS and Step Functions are outside a Lambda
 function: moto's request parsing never holds the service's GIL. The runner binds the socket
 first, so a taken port fails loudly here instead of hanging a server. DynamoDB transactions
-roll back item by item instead of by copying whole tables (moto_transactions.py), installed
-in the moto process (as is moto listing its own modules once, not on every request).
+roll back item by item instead of by copying whole tables (moto_transactions.py) and DynamoDB
+answers are written from their wire form (moto_answers.py), both installed in the moto
+process (as is moto listing its own modules once, not on every request).
 `python -m batchroute_tools.local.moto_server --fd N` is the child.
 """
 
@@ -59,9 +60,10 @@ def make_moto_server(host: str, port: int, *, fd: int | None = None) -> BaseWSGI
     )
     from werkzeug.serving import make_server
 
-    from batchroute_tools.local import moto_transactions  # imports moto: only where moto runs
+    from batchroute_tools.local import moto_answers, moto_transactions  # import moto: only where it runs
 
     moto_transactions.install()
+    moto_answers.install()
     server = make_server(
         host,
         port,  # 0: the kernel picks a free port

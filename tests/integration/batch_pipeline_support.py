@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,12 @@ import boto3
 
 from batchroute import resources
 from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.lanes import PARTITION, SK_PREFIX, LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.catalog import builtin_catalog
-from batchroute.clock import Clock, SystemClock, isoformat
+from batchroute.clock import Clock, FixedClock, SystemClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.batches.preflight import Preflight
 from batchroute.domain.batches.record import BatchRecord
@@ -75,9 +76,47 @@ def quiet_simulation(monkeypatch: Any, tmp_path: Path, *, heartbeats: bool = Tru
 
 
 def heartbeat_all_lanes(clock: Clock | None = None) -> None:
-    """Every lane's heartbeat, fresh at `clock`'s time (now by default)."""
+    """Every lane's heartbeat, fresh at `clock`'s time (now by default): the service's lane
+    health refresh, as the minute sweep runs it.
+
+    Most tests take it on a fresh stack, where moto's conditional UpdateItem (~13 ms, one a
+    lane) made it the largest part of their set-up. So the rows the refresh wrote on the first
+    fresh stack of this process are kept, and on a later fresh stack written again in one
+    BatchWriteItem, with that refresh's time and UTC day replaced by this one's. A stack that
+    already has lane rows gets the refresh itself (it keeps consumed capacity and marks)."""
+    now = (clock or SystemClock()).now()
+    at, day = isoformat(now), now.astimezone(UTC).date().isoformat()
     store = LaneStateStore(get_settings().table_name("controls"))
-    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), clock or SystemClock())
+    catalog = builtin_catalog()
+    enabled = {provider.slug for provider in catalog.providers if provider.enabled}
+    lanes = tuple(
+        (lane.lane_id, lane.daily_capacity_items) for lane in catalog.lanes if lane.provider in enabled
+    )
+    kept = None if _lane_rows(store) else _REFRESHED_ROWS.get(lanes)
+    if kept is None:
+        fresh = not _lane_rows(store)
+        refresh_lane_heartbeats(catalog, store, SimulatedProviderHealth(), FixedClock(now))
+        if fresh:
+            _REFRESHED_ROWS[lanes] = (at, day, _lane_rows(store))
+        return
+    swap = {kept[0]: at, kept[1]: day}
+    rows = [
+        {name: {"S": swap.get(v["S"], v["S"])} if "S" in v else v for name, v in row.items()}
+        for row in kept[2]
+    ]
+    for start in range(0, len(rows), 25):
+        puts = [{"PutRequest": {"Item": row}} for row in rows[start : start + 25]]
+        store.dynamodb.batch_write_item(RequestItems={store.table_name: puts})
+
+
+def _lane_rows(store: LaneStateStore) -> list[dict[str, Any]]:
+    request = prefix_query(store.table_name, PARTITION, SK_PREFIX, ConsistentRead=True)
+    return list(store.dynamodb.query(**request)["Items"])
+
+
+# The lane rows of the first refresh on a fresh stack, by the lanes it heartbeats: (its time,
+# its UTC day, the rows as DynamoDB holds them).
+_REFRESHED_ROWS: dict[tuple[tuple[str, int], ...], tuple[str, str, list[dict[str, Any]]]] = {}
 
 
 @dataclass(frozen=True)

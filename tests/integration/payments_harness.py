@@ -9,10 +9,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
+import stripe
 from fastapi.testclient import TestClient
 
 from batchroute.clock import FixedClock, isoformat
@@ -21,9 +23,11 @@ from batchroute.domain.billing.ledger import ReservationTerms, period_keys
 from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.ids import new_id
 from batchroute.money import Money
+from batchroute.observability import metrics
 from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.emulators.server import EmulatorServer
 from batchroute_tools.emulators.stripe import StripeEmulator, sign
+from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
 from functions.api.deps import get_clock
@@ -172,6 +176,20 @@ def payments_bench(
         get_settings.cache_clear()
 
 
+# -- fixtures shared by payment test modules (import them by name: `running_bench as running_bench`) --
+@pytest.fixture(name="clock")
+def real_time_clock() -> FixedClock:
+    # The emulator stamps payments with the real time: the service's clock is now as well.
+    return FixedClock(datetime.now(UTC).replace(microsecond=0))
+
+
+@pytest.fixture(name="bench")
+def running_bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
+    """The payments bench on the module's `clock` (`real_time_clock` unless the module has its own)."""
+    with payments_bench(clock) as running:
+        yield running
+
+
 def stopped(server: EmulatorServer) -> bool:
     return server._server.socket.fileno() == -1  # closed: the processor is "down"
 
@@ -187,3 +205,18 @@ def paid_not_credited(bench: Bench, amount: int = 25) -> str:
 def intent_of(bench: Bench, session_id: str) -> str:
     """The PaymentIntent that paid a Checkout Session at the emulator."""
     return str(bench.emulator.sessions[session_id]["payment_intent"])
+
+
+def stripe_client(bench: Bench) -> stripe.StripeClient:
+    """The official SDK against the bench's payment emulator, with the service's secret key."""
+    return stripe.StripeClient(SECRET_KEY, base_addresses={"api": bench.server.base_url + "/stripe"})
+
+
+def entries(bench: Bench, kind: str) -> list[dict[str, Any]]:
+    """The org's ledger entries of type `kind`."""
+    return [e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == kind]
+
+
+def counted(name: str) -> int:
+    """The sum of the metric `name` emitted so far in this process."""
+    return sum(metrics.metric_set.get(name, {}).get("Value", []))

@@ -7,38 +7,14 @@ and a late repeat of the dispute's event does not switch it off again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from typing import Any
-
-import pytest
-import stripe
-
 from batchroute.clock import FixedClock
 from batchroute.money import Money
-from batchroute_tools.local.provision import LocalStack
-from tests.integration.payments_harness import SECRET_KEY, Bench, intent_of, payments_bench
+from tests.integration.payments_harness import Bench, intent_of, stripe_client
+from tests.integration.payments_harness import real_time_clock as real_time_clock  # the fixtures
+from tests.integration.payments_harness import running_bench as running_bench
+from tests.integration.test_auto_topup_api import settings
 
 ARMED = {"enabled": True, "trigger_balance": "10", "amount": "50"}
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    # The emulator stamps payments with the real time: the service's clock is now as well.
-    return FixedClock(datetime.now(UTC).replace(microsecond=0))
-
-
-@pytest.fixture
-def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
-    with payments_bench(clock) as running:
-        yield running
-
-
-def settings(bench: Bench) -> dict[str, Any]:
-    answer = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing"))
-    assert answer.status_code == 200, answer.text
-    found: dict[str, Any] = answer.json()["auto_topup"]
-    return found
 
 
 def switched_off(bench: Bench) -> str | None:
@@ -93,7 +69,7 @@ def test_a_refund_charges_the_refunded_card_no_more(bench: Bench) -> None:
     session = bench.buy(100)
     bench.configure(**ARMED)
     # When the payment is refunded in full
-    client = stripe.StripeClient(SECRET_KEY, base_addresses={"api": bench.server.base_url + "/stripe"})
+    client = stripe_client(bench)
     client.v1.refunds.create(params={"payment_intent": intent_of(bench, session)})
     assert bench.emulator.deliver_pending() == [200, 200]
     # Then the credit is taken back, auto top-up is off and nothing is charged

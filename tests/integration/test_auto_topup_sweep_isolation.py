@@ -7,8 +7,6 @@ top-up")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -18,25 +16,13 @@ import stripe
 from batchroute.adapters.stripe_payments import StripePayments
 from batchroute.clock import FixedClock
 from batchroute.money import Money
-from batchroute.observability import metrics
-from batchroute_tools.local.provision import LocalStack
-from tests.integration.payments_harness import GOOD_CARD, SECRET_KEY, Bench, payments_bench
+from tests.integration.payments_harness import GOOD_CARD, Bench, counted, stripe_client
+from tests.integration.payments_harness import real_time_clock as real_time_clock  # the fixtures
+from tests.integration.payments_harness import running_bench as running_bench
 from tests.integration.principals import TestOrg, new_org
 
 SWEEP_ERRORS = "AutoTopupSweepErrors"
 ARMED = {"enabled": True, "trigger_balance": "30", "amount": "50"}
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    # The emulator stamps payments with the real time: the service's clock is now as well.
-    return FixedClock(datetime.now(UTC).replace(microsecond=0))
-
-
-@pytest.fixture
-def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
-    with payments_bench(clock) as running:
-        yield running
 
 
 def pending_attempt(bench: Bench, org: TestOrg) -> str:
@@ -61,8 +47,12 @@ def attempt_of(bench: Bench, org: TestOrg, attempt_id: str) -> Any:
     return bench.wiring.payments_store.attempt(org.org_id, attempt_id)
 
 
-def counted(name: str) -> int:
-    return sum(metrics.metric_set.get(name, {}).get("Value", []))
+def charged_attempt(bench: Bench) -> tuple[str, Any]:
+    """The bench org's pending attempt (`pending_attempt`) charged by a sweep: its id and its
+    PaymentIntent."""
+    attempt_id = pending_attempt(bench, bench.org)
+    bench.wiring.sweeper.sweep()
+    return attempt_id, attempt_of(bench, bench.org, attempt_id).processor_ref
 
 
 def test_an_attempt_whose_payment_intent_the_processor_does_not_know_fails_and_the_next_is_charged(
@@ -70,9 +60,7 @@ def test_an_attempt_whose_payment_intent_the_processor_does_not_know_fails_and_t
 ) -> None:
     # Given org 1's attempt charged, whose PaymentIntent the processor then no longer knows
     # (the keys were switched to another account or mode with the attempt in flight)
-    first = pending_attempt(bench, bench.org)
-    bench.wiring.sweeper.sweep()
-    intent = attempt_of(bench, bench.org, first).processor_ref
+    first, intent = charged_attempt(bench)
     assert intent is not None
     bench.emulator.intents.pop(intent)
     bench.emulator.events.clear()
@@ -104,7 +92,7 @@ def test_a_charge_repeated_with_another_saved_card_takes_the_first_payment_inten
     store = bench.wiring.payments_store
     old_card = store.payment_method(bench.org.org_id)
     assert old_card is not None
-    client = stripe.StripeClient(SECRET_KEY, base_addresses={"api": bench.server.base_url + "/stripe"})
+    client = stripe_client(bench)
     first = client.v1.payment_intents.create(
         params={
             "amount": 5000,
@@ -171,9 +159,7 @@ def test_a_charged_attempt_the_processor_never_settles_fails_after_three_days(
 ) -> None:
     # Given an attempt charged whose PaymentIntent the processor keeps `processing`, its
     # webhook not delivered
-    attempt_id = pending_attempt(bench, bench.org)
-    bench.wiring.sweeper.sweep()
-    intent = attempt_of(bench, bench.org, attempt_id).processor_ref
+    attempt_id, intent = charged_attempt(bench)
     bench.emulator.intents[intent]["status"] = "processing"
     before = bench.balance()
     # When the sweeper runs over the next three days

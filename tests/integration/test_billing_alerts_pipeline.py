@@ -4,7 +4,6 @@ completes even when the billing watch cannot record anything (docs/billing-alert
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,27 +12,17 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.billing_events import BillingEvents
-from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.config import get_settings
-from batchroute.domain.accounts.audit import AuditEntry
-from batchroute.domain.billing.controls import BillingControls
-from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from tests.integration.batch_pipeline_support import create_batch, item, run_until_done, run_workflow
+from tests.integration.billing_alerts_support import set_monthly_limit
 from tests.integration.principals import TestOrg
 from tests.integration.test_batch_pipeline import org  # noqa: F401 (the fixture; `stack` is conftest.py's)
+from tests.integration.test_billing_alerts import set_controls
 from tests.integration.test_quotes import _item
-
-
-def set_controls(org_id: str, **fields: Any) -> None:
-    store = ControlsStore(get_settings().table_name("controls"))
-    current = store.billing_controls(org_id) or BillingControls(org_id=org_id)
-    saved = replace(current, configured=True, version=current.version + 1, **fields)
-    audit = AuditEntry(new_id("aud"), org_id, None, None, "test", {}, {}, None, "2026-01-01T00:00:00.000Z")
-    store.save_billing_controls(saved, expected_version=current.version, audit=audit)
 
 
 def kinds(org_id: str) -> list[str]:
@@ -46,14 +35,7 @@ def test_the_settlement_raises_the_limit_and_balance_alerts_the_reservation_none
     tmp_path: Path,
 ) -> None:
     # Given $10 of credit, a soft monthly limit of a micro-dollar and a low-balance level of $10
-    set_controls(
-        org.org_id,
-        limit_enabled=True,
-        limit_period="monthly",
-        limit_amount=Money.usd("0.000001"),
-        limit_mode="soft",
-        low_balance_amount=Money.usd("10"),
-    )
+    set_monthly_limit(org.org_id, "0.000001", "soft", low_balance_amount=Money.usd("10"))
     client = TestClient(create_app(), raise_server_exceptions=False)
     headers = org.key_headers()
     items = [_item(0), _item(1)]

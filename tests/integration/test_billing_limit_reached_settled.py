@@ -11,6 +11,7 @@ from batchroute.domain.billing.ledger import ReservationTerms, period_keys
 from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.money import Money
 from batchroute.services.billing.watch import BillingWatch
+from tests.integration.billing_alerts_support import set_monthly_limit
 from tests.integration.principals import TestOrg
 from tests.integration.test_billing_alerts import (  # noqa: F401 (fixtures)
     LATE_EVENING,
@@ -19,7 +20,6 @@ from tests.integration.test_billing_alerts import (  # noqa: F401 (fixtures)
     ledger,
     org,
     outbox,
-    set_controls,
     watch,
     wiring,
 )
@@ -44,13 +44,7 @@ def test_limit_reached_fires_when_settled_spend_reaches_a_hard_limit(
     tmp_path: Path,
 ) -> None:
     # Given a hard monthly limit of $10
-    set_controls(
-        org.org_id,
-        limit_enabled=True,
-        limit_period="monthly",
-        limit_amount=Money.usd("10"),
-        limit_mode="hard",
-    )
+    set_monthly_limit(org.org_id, "10", "hard")
     # When a $10 estimate is held (spend + in flight = the limit) and settles at $1
     _hold_and_settle(watch, org.org_id, "res_a", "10", "1")
     # Then nothing was raised: the room came back

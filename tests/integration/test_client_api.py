@@ -17,15 +17,15 @@ from batchroute.config import get_settings
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import run_until_done
+from tests.integration.batch_pipeline_support import heartbeat_all_lanes, run_until_done
 from tests.integration.principals import TestOrg, new_org
-from tests.integration.test_quotes import _heartbeat_all_lanes, _item
+from tests.integration.test_quotes import _item
 
 
 @pytest.fixture
 def http(local_aws: LocalStack) -> TestClient:
     identity_store.cache_clear()
-    _heartbeat_all_lanes()
+    heartbeat_all_lanes()
     return TestClient(create_app(), raise_server_exceptions=False)
 
 

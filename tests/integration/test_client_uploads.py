@@ -13,15 +13,16 @@ from fastapi.testclient import TestClient
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import heartbeat_all_lanes
 from tests.integration.principals import new_org
-from tests.integration.test_quotes import _heartbeat_all_lanes, _item
+from tests.integration.test_quotes import _item
 
 
 def test_a_file_with_a_non_ascii_name_is_uploaded_directly_and_processed(
     local_aws: LocalStack, tmp_path: Path
 ) -> None:
     identity_store.cache_clear()
-    _heartbeat_all_lanes()
+    heartbeat_all_lanes()
     http = TestClient(create_app(), raise_server_exceptions=False)
     sdk = Client(api_key=new_org(credit_usd="10").api_key(), http_client=http, sleep=lambda _: None)
     path = tmp_path / "données-août.jsonl"

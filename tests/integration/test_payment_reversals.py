@@ -9,36 +9,25 @@ nothing."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-import pytest
 import stripe
 
 from batchroute.clock import FixedClock
 from batchroute.money import Money
-from batchroute.observability import metrics
 from batchroute.services.billing.reconciliation import PaymentsReconciliation
 from batchroute_tools.emulators.stripe import REFUND_FAILURE_SECONDS
-from batchroute_tools.local.provision import LocalStack
-from tests.integration.payments_harness import SECRET_KEY, Bench, intent_of, paid_not_credited, payments_bench
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    # The emulator stamps payments with the real time: the service's clock is now as well.
-    return FixedClock(datetime.now(UTC).replace(microsecond=0))
-
-
-@pytest.fixture
-def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
-    with payments_bench(clock) as running:
-        yield running
-
-
-def stripe_client(bench: Bench) -> stripe.StripeClient:
-    return stripe.StripeClient(SECRET_KEY, base_addresses={"api": bench.server.base_url + "/stripe"})
+from tests.integration.payments_harness import (
+    Bench,
+    counted,
+    entries,
+    intent_of,
+    paid_not_credited,
+    stripe_client,
+)
+from tests.integration.payments_harness import real_time_clock as real_time_clock  # the fixtures
+from tests.integration.payments_harness import running_bench as running_bench
 
 
 def refund(bench: Bench, payment_intent: str, cents: int | None = None) -> stripe.Refund:
@@ -49,7 +38,7 @@ def refund(bench: Bench, payment_intent: str, cents: int | None = None) -> strip
 
 
 def refunds_of(bench: Bench, kind: str = "refund") -> list[dict[str, Any]]:
-    return [e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == kind]
+    return entries(bench, kind)
 
 
 REFUND_FAILS = "4000000000005126"  # Stripe's test card whose refunds fail, some time later
@@ -74,10 +63,6 @@ def reconcile(bench: Bench, clock: FixedClock) -> list[dict[str, Any]]:
     wiring = bench.wiring
     run = PaymentsReconciliation(wiring.ledger, wiring.payment_processor, clock, settling_time=timedelta(0))
     return [d.to_dict() for d in run.run(clock.now() - timedelta(days=1)).differences]  # type: ignore[misc]
-
-
-def counted(name: str) -> int:
-    return sum(metrics.metric_set.get(name, {}).get("Value", []))
 
 
 def test_a_refund_after_a_purchase_takes_the_credit_back_once(bench: Bench) -> None:

@@ -7,41 +7,9 @@ refused and acknowledged."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from typing import Any
-
-import pytest
-import stripe
-
-from batchroute.clock import FixedClock
-from batchroute.observability import metrics
-from batchroute_tools.local.provision import LocalStack
-from tests.integration.payments_harness import SECRET_KEY, Bench, intent_of, payments_bench
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    # The emulator stamps payments with the real time: the service's clock is now as well.
-    return FixedClock(datetime.now(UTC).replace(microsecond=0))
-
-
-@pytest.fixture
-def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
-    with payments_bench(clock) as running:
-        yield running
-
-
-def stripe_client(bench: Bench) -> stripe.StripeClient:
-    return stripe.StripeClient(SECRET_KEY, base_addresses={"api": bench.server.base_url + "/stripe"})
-
-
-def entries(bench: Bench, kind: str) -> list[dict[str, Any]]:
-    return [e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == kind]
-
-
-def counted(name: str) -> int:
-    return sum(metrics.metric_set.get(name, {}).get("Value", []))
+from tests.integration.payments_harness import Bench, counted, entries, intent_of, stripe_client
+from tests.integration.payments_harness import real_time_clock as real_time_clock  # the fixtures
+from tests.integration.payments_harness import running_bench as running_bench
 
 
 def refund_first(bench: Bench, payment_intent: str) -> None:

@@ -5,23 +5,14 @@ delivery failed after crediting still saves the card when none is saved."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
-
 import pytest
 from botocore.exceptions import ClientError
 
-from batchroute.clock import FixedClock
 from batchroute.domain.billing.payments import PaymentMethod
 from batchroute.money import Money
-from batchroute_tools.local.provision import LocalStack
-from tests.integration.payments_harness import DECLINES_LATER, GOOD_CARD, Bench, payments_bench
-
-
-@pytest.fixture
-def bench(local_aws: LocalStack) -> Iterator[Bench]:
-    with payments_bench(FixedClock(datetime.now(UTC).replace(microsecond=0))) as running:
-        yield running
+from tests.integration.payments_harness import DECLINES_LATER, GOOD_CARD, Bench
+from tests.integration.payments_harness import real_time_clock as real_time_clock  # the fixtures
+from tests.integration.payments_harness import running_bench as running_bench
 
 
 def test_a_repeated_older_completion_keeps_the_later_purchases_card(bench: Bench) -> None:

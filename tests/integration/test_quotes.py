@@ -8,15 +8,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.quotes import QuoteStore
 from batchroute.catalog import builtin_catalog
-from batchroute.clock import SystemClock
 from batchroute.config import get_settings
-from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import heartbeat_all_lanes
 from tests.integration.principals import TestOrg, new_org
 
 LLAMA = "meta-llama/Llama-3.3-70B-Instruct"
@@ -31,11 +29,6 @@ def _item(n: int, model: str = LLAMA, text: str = "Summarize the quarterly repor
     }
 
 
-def _heartbeat_all_lanes() -> None:
-    store = LaneStateStore(get_settings().table_name("controls"))
-    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), SystemClock())
-
-
 @pytest.fixture
 def client(local_aws: LocalStack) -> TestClient:
     identity_store.cache_clear()
@@ -44,7 +37,7 @@ def client(local_aws: LocalStack) -> TestClient:
 
 @pytest.fixture
 def org(client: TestClient) -> TestOrg:
-    _heartbeat_all_lanes()
+    heartbeat_all_lanes()
     return new_org(credit_usd="10")
 
 
@@ -173,7 +166,7 @@ def test_roles_and_credentials(client: TestClient, org: TestOrg) -> None:
 
 def test_quote_never_fails_on_funding(client: TestClient, local_aws: LocalStack) -> None:
     # Given an org with no credit at all
-    _heartbeat_all_lanes()
+    heartbeat_all_lanes()
     broke = new_org(credit_usd="0")
     response = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=broke.key_headers())
     # Then the quote is still given, and says funding is short

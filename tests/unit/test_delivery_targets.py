@@ -22,7 +22,7 @@ from batchroute.adapters.dynamo.bucket_deliveries import delivery_from_item
 from batchroute.adapters.dynamo.codec import from_item, plain, to_item
 from batchroute.adapters.pinned_s3 import MAX_ANSWER_BYTES, UPLOAD_PIECE_BYTES, PinnedSender
 from batchroute.clock import FixedClock
-from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.record import BatchChanges, BatchRecord
 from batchroute.domain.delivery.buckets import (
     MAX_ATTEMPTS,
     RETRY_DELAYS_SECONDS,
@@ -400,9 +400,7 @@ class Records:
     def get(self, batch_id: str) -> BatchRecord | None:
         return self.batch
 
-    def transition(
-        self, batch_id: str, target: Any, *, at: str, extra: dict[str, object] | None = None
-    ) -> bool:
+    def transition(self, batch_id: str, target: Any, *, at: str, extra: BatchChanges | None = None) -> bool:
         return False
 
 
@@ -450,31 +448,44 @@ class NoSweepWork:
         return LaunchReport()
 
 
+@dataclass
+class DueBuckets:
+    """Bucket deliveries with batch_1 due: each run of them is noted in `calls`."""
+
+    calls: list[str]
+
+    def enqueue_due(self) -> Report:
+        self.calls.append("buckets")
+        return Report(queued=["batch_1"])
+
+
+def _sweeper(webhooks: Any, bucket_deliveries: Any, *, billing_webhooks: Any = None) -> Sweeper:
+    """A sweeper with nothing due but its `webhooks`, `bucket_deliveries` and `billing_webhooks`."""
+    idle = NoSweepWork()
+    return Sweeper(
+        refresh_heartbeats=lambda: Report(),
+        batches=idle,  # type: ignore[arg-type]
+        workflows=idle,
+        ledger=idle,
+        chat_holds=None,  # type: ignore[arg-type]
+        catalog=None,  # type: ignore[arg-type]
+        controls=None,  # type: ignore[arg-type]
+        webhooks=webhooks,
+        clock=FixedClock(),
+        stale_hold_seconds=300,
+        bucket_deliveries=bucket_deliveries,
+        billing_webhooks=billing_webhooks,
+    )
+
+
 def test_the_sweep_queues_due_bucket_deliveries() -> None:
     calls: list[str] = []
-
-    class Due:
-        def enqueue_due(self) -> Report:
-            calls.append("buckets")
-            return Report(queued=["batch_1"])
 
     class Webhooks:
         def retry_due(self) -> Report:
             return Report()
 
-    sweeper = Sweeper(
-        refresh_heartbeats=lambda: Report(),
-        batches=NoSweepWork(),  # type: ignore[arg-type]
-        workflows=NoSweepWork(),
-        ledger=NoSweepWork(),
-        chat_holds=None,  # type: ignore[arg-type]
-        catalog=None,  # type: ignore[arg-type]
-        controls=None,  # type: ignore[arg-type]
-        webhooks=Webhooks(),
-        clock=FixedClock(),
-        stale_hold_seconds=300,
-        bucket_deliveries=Due(),
-    )
+    sweeper = _sweeper(Webhooks(), DueBuckets(calls))
     assert sweeper.sweep()["bucket_deliveries"] == {"queued": ["batch_1"]} and calls == ["buckets"]
 
 
@@ -482,30 +493,12 @@ def test_a_sweep_step_that_raises_does_not_stop_the_later_steps() -> None:
     # Given webhook retries that raise (a record they cannot handle) and bucket deliveries due
     calls: list[str] = []
 
-    class Due:
-        def enqueue_due(self) -> Report:
-            calls.append("buckets")
-            return Report(queued=["batch_1"])
-
     class Broken:
         def retry_due(self) -> Report:
             calls.append("webhooks")
             raise KeyError("attempts")
 
-    sweeper = Sweeper(
-        refresh_heartbeats=lambda: Report(),
-        batches=NoSweepWork(),  # type: ignore[arg-type]
-        workflows=NoSweepWork(),
-        ledger=NoSweepWork(),
-        chat_holds=None,  # type: ignore[arg-type]
-        catalog=None,  # type: ignore[arg-type]
-        controls=None,  # type: ignore[arg-type]
-        webhooks=Broken(),
-        clock=FixedClock(),
-        stale_hold_seconds=300,
-        bucket_deliveries=Due(),
-        billing_webhooks=Broken(),
-    )
+    sweeper = _sweeper(Broken(), DueBuckets(calls), billing_webhooks=Broken())
     # When the sweep runs
     outcome = sweeper.sweep()
     # Then every step ran, the failed ones are named, and the others answered
