@@ -75,6 +75,25 @@ def test_consume_capacity_is_all_or_nothing_and_never_below_zero(store: LaneStat
         store.consume_capacity(LLAMA_8B_GROQ, 0)
 
 
+def test_exhausted_capacity_is_zero_until_the_next_daily_reset(store: LaneStateStore) -> None:
+    # Given a lane with 10 items left today
+    store.heartbeat_with_daily_reset(LLAMA_8B_GROQ, at=T0, day="2026-11-21", daily_capacity_items=100)
+    assert store.consume_capacity(LLAMA_8B_GROQ, 90)
+    # When a batch runs more items than that on it, and its capacity is exhausted
+    assert not store.consume_capacity(LLAMA_8B_GROQ, 25)
+    assert store.exhaust_capacity(LLAMA_8B_GROQ, at="2026-11-21T12:01:00.000Z")
+    # Then nothing is left today, the heartbeat is kept, and the next day starts full
+    live = store.live_states(consistent=True)[LLAMA_8B_GROQ]
+    assert (live.remaining_capacity_items, live.last_heartbeat_at) == (0, T0)
+    assert store.heartbeat_with_daily_reset(
+        LLAMA_8B_GROQ, at="2026-11-22T00:00:30.000Z", day="2026-11-22", daily_capacity_items=100
+    )
+    assert store.live_states(consistent=True)[LLAMA_8B_GROQ].remaining_capacity_items == 100
+    # And a lane with no live record is left without one
+    assert not store.exhaust_capacity("fireworks/meta-llama/Llama-3.1-8B-Instruct", at=T0)
+    assert "fireworks/meta-llama/Llama-3.1-8B-Instruct" not in store.live_states(consistent=True)
+
+
 # -- the sweeper ---------------------------------------------------------------------------
 @dataclass
 class Sweeper:

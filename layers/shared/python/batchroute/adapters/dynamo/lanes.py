@@ -134,6 +134,19 @@ class LaneStateStore(DynamoStore):
             ExpressionAttributeValues=values,
         )
 
+    def exhaust_capacity(self, lane_id: str, *, at: str) -> bool:
+        """The lane has nothing left today (a batch ran more items than it had left since its
+        quote): remaining capacity 0, so routing sees it full until the next daily reset.
+        False when the lane has no live record."""
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=lane_key(lane_id),
+            UpdateExpression="SET remaining_capacity_items = :zero, updated_at = :at",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":zero": to_value(0), ":at": to_value(at)},
+        )
+
     def _update(
         self,
         lane_id: str,

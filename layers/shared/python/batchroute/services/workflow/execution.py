@@ -113,6 +113,8 @@ class Capacity(Protocol):
 
     def consume_capacity(self, lane_id: str, items: int, *, at: str | None = None) -> bool: ...
 
+    def exhaust_capacity(self, lane_id: str, *, at: str) -> bool: ...
+
 
 @dataclass(frozen=True)
 class LaneLimits:
@@ -272,13 +274,16 @@ class LaneExecutor:
 
     def _take_capacity(self, lane: LaneRecord) -> None:
         """The lane's items come off its provider's remaining capacity today, once, when it
-        first runs (best effort: a lane short of capacity still runs; routing saw room)."""
+        first runs. A lane short of capacity still runs (routing saw room when it was quoted),
+        and takes what is left: its capacity is 0, so later quotes see it full."""
         items = lane.item_count
         if self.capacity is None or items <= 0:
             return
-        if not self.capacity.consume_capacity(lane.lane_id, items, at=self._now()):
+        at = self._now()
+        if not self.capacity.consume_capacity(lane.lane_id, items, at=at):
+            self.capacity.exhaust_capacity(lane.lane_id, at=at)
             logger.warning(
-                "lane capacity ran out since the quote; running anyway",
+                "lane capacity ran out since the quote; running anyway, capacity now 0",
                 extra={"lane_id": lane.lane_id, "items": items},
             )
 
