@@ -265,10 +265,7 @@ class Behaviour:
         ).digest()
         if work.operation == "embeddings":
             vectors = tuple(self.vector(work, text) for text in work.inputs)
-            prompt = tokens.prompt_tokens(
-                text_bytes=sum(len(t.encode()) for t in work.inputs), messages=0, images=0
-            )
-            return Answer((), "stop", prompt, 0, vectors, digest[:12].hex())
+            return Answer((), "stop", embedding_tokens(work.inputs), 0, vectors, digest[:12].hex())
         natural = self.config.completion_tokens or (
             COMPLETION_BASE_TOKENS + int.from_bytes(digest[:8], "big") % COMPLETION_SPREAD_TOKENS
         )
@@ -296,6 +293,12 @@ class Behaviour:
         values = [int.from_bytes(raw[i : i + 2], "big") / 32767.5 - 1.0 for i in range(0, len(raw), 2)]
         norm = math.sqrt(sum(v * v for v in values)) or 1.0
         return tuple(round(v / norm, 6) for v in values)
+
+
+def embedding_tokens(inputs: Iterable[str]) -> int:
+    """The prompt tokens of an embeddings request's inputs, summed (its `usage`; the quote's
+    conservative estimate of their text, domain/catalog/tokens.py)."""
+    return tokens.prompt_tokens(text_bytes=sum(len(t.encode()) for t in inputs), messages=0, images=0)
 
 
 def prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:

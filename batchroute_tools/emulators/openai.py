@@ -34,6 +34,12 @@ models it serves (`models`; none: any name is served), as OpenAI answers it (`mo
   text-embedding-3-large; `VECTOR_SIZES`): 400 `invalid_value` naming `dimensions` (the
   guide gives the sizes, not the wording, which is modelled).
 
+OpenAI itself (provider `openai`, not the compatible hosts) refuses an embeddings request
+whose inputs sum past 300,000 tokens (`REQUEST_TOKEN_LIMIT`, its OpenAPI document's
+CreateEmbeddingRequest.input), counted as the answer's `usage` counts them: 400 "Requested
+<n> tokens, max 300000 tokens per request", type and code `max_tokens_per_request`, `param`
+null, as OpenAI answers it (`refusal`; a batch line gets it in the error file).
+
 Embeddings read `input` as OpenAI does: a string is one input, an array of token ids too; an
 array of strings or of token arrays is one input each. A vector has `dimensions` floats when
 the body asks (16 otherwise, behaviour.py).
@@ -71,7 +77,7 @@ from typing import Any, Final
 
 import batchroute_tools.emulators.openai_responses as openai_responses
 from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
-from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work, embedding_tokens
 from batchroute_tools.emulators.cache import OPENAI_CACHE, CacheRule, PromptCache
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -87,6 +93,10 @@ _SHORTENING_MODEL = re.compile(r"text-embedding-(\d+)(?!\d)")
 # The vector sizes OpenAI's embeddings guide gives: "By default, the length of the embedding
 # vector is 1536 for text-embedding-3-small or 3072 for text-embedding-3-large."
 VECTOR_SIZES: Final = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
+# OpenAI's CreateEmbeddingRequest.input: "all embedding models enforce a maximum of 300,000
+# tokens summed across all inputs in a single request". OpenAI's own (provider `openai`); the
+# compatible hosts document no such limit.
+REQUEST_TOKEN_LIMIT: Final = 300_000
 # A model named like an embedding model (when `embedding_models` is not given).
 _EMBEDDING_NAME = re.compile(r"embed|bge", re.IGNORECASE)
 
@@ -105,6 +115,18 @@ def _oversized_dimensions(model: str, dimensions: object) -> tuple[int, dict[str
         return None
     message = f"Invalid value for 'dimensions': {model} makes vectors of at most {size} dimensions."
     return 400, error_body(message, kind=INVALID, code="invalid_value", param="dimensions")
+
+
+def _over_request_tokens(body: Mapping[str, Any], limit: int | None) -> tuple[int, dict[str, Any]] | None:
+    """OpenAI's 400 for an embeddings request whose inputs' tokens sum past `limit` (counted
+    as its `usage` counts them, behaviour.embedding_tokens); None without a limit."""
+    if limit is None:
+        return None
+    needed = embedding_tokens(embedding_inputs(body.get("input")))
+    if needed <= limit:
+        return None
+    message = f"Requested {needed} tokens, max {limit} tokens per request"
+    return 400, error_body(message, kind="max_tokens_per_request", code="max_tokens_per_request")
 
 
 def embedding_inputs(value: object) -> tuple[str, ...]:
@@ -271,6 +293,8 @@ class OpenAIEmulator:
             if embedding_models is None
             else embedding_models
         )
+        # OpenAI's summed-token limit of one embeddings request; the hosts have none
+        self.request_token_limit = REQUEST_TOKEN_LIMIT if provider == "openai" else None
         self.clock = clock
         self.prompt_cache = prompt_cache  # None: a host that reports no cached tokens
         self.cache = PromptCache(clock)
@@ -326,6 +350,14 @@ class OpenAIEmulator:
             max_tokens=int(limit),
             stream=bool(body.get("stream")),
         )
+
+    def refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """OpenAI's answer to a valid request to `url` it still refuses: its refusal of the
+        model (`model_refusal`), or (OpenAI itself) embeddings inputs over its 300,000 tokens."""
+        refused = self.model_refusal(url, body)
+        if refused is not None or url != EMBEDDINGS_URL:
+            return refused
+        return _over_request_tokens(body, self.request_token_limit)
 
     def model_refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """OpenAI's answer (status, error body) to a request to `url` (its API's path) whose
@@ -490,7 +522,7 @@ class OpenAIEmulator:
         refused = violations("embeddings", body)
         if refused:
             return invalid_reply(refused[0])
-        model_refused = self.model_refusal(EMBEDDINGS_URL, body)
+        model_refused = self.refusal(EMBEDDINGS_URL, body)
         if model_refused is not None:
             return Reply.json(*model_refused)
         work = self.work(body, path=request.path)
@@ -699,8 +731,8 @@ class OpenAIEmulator:
         url = str(line.get("url"))
         refused = violations(BATCH_URLS[url], body)
         # the vendor answers the line's request as it would alone: a 400 for its body, its
-        # refusal of the model (404, 403 or 400)
-        answered = (400, invalid_body(refused[0])) if refused else self.model_refusal(url, body)
+        # refusal of the model (404, 403 or 400), of too many embedding tokens (400)
+        answered = (400, invalid_body(refused[0])) if refused else self.refusal(url, body)
         if answered is not None:
             status, error = answered
             row = {

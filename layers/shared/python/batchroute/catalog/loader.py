@@ -65,6 +65,7 @@ class LaneDefaults:
     reliability: Decimal
     batch_price_factor: Decimal
     exposed_capabilities: tuple[RuntimeCapability, ...] | None  # None: all of the model's
+    max_embedding_request_tokens: int | None = None  # the embeddings lanes' summed-token limit
 
 
 def load_catalog(folder: Traversable | None = None) -> Catalog:
@@ -139,6 +140,7 @@ def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefault
                     if defaults.has("exposed_capabilities")
                     else None
                 ),
+                max_embedding_request_tokens=_request_tokens(defaults),
             ),
         )
         defaults.close()
@@ -249,7 +251,16 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
         provider_model_id=row.text("provider_model_id"),
         sampling_parameters=model.sampling_parameters,
         prompt_cache=_prompt_cache(row),
+        # the provider's summed-token limit of one embeddings request, on its embeddings lanes
+        max_embedding_request_tokens=(
+            defaults.max_embedding_request_tokens if "embeddings" in operations else None
+        ),
     )
+
+
+def _request_tokens(row: Row) -> int | None:
+    key = "max_embedding_request_tokens"
+    return row.integer(key, minimum=1) if row.has(key) else None
 
 
 def _prompt_cache(row: Row) -> PromptCacheRule | None:

@@ -16,7 +16,9 @@ Exact, never approximate:
 - the per-item context-window check (`prompt + min(output, cap) <= window` for some lane)
   is monotone in both sizes, so the Pareto frontier of (window_prompt_tokens, output_tokens) over
   a model's items decides it for all of them: every item is dominated by a frontier point,
-  and every frontier point is an item;
+  and every frontier point is an item; an embeddings item's inputs summed must also fit the
+  lane's per-request limit, if any: the profile stands in only when every frontier point
+  fits a lane whose limit takes the largest such sum (`max_embedding_prompt_tokens`);
 - a file with anything unusual is not profiled (`usable` false, with the reason): a line
   that is not a JSON object, an item with a shape problem (`read_item`), a duplicate
   `customer_item_id`, an item naming a `preset` (presets rewrite items), more than
@@ -45,7 +47,7 @@ from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.domain.routing.prompt_cache import SharedPrefixView, run_views, runs_of
 
 PROFILE_VERSION: Final = 1
-FACTS_REVISION: Final = 3  # bump when read_item's facts of an item change
+FACTS_REVISION: Final = 4  # bump when read_item's facts of an item change
 FACTS: Final = (
     f"{FACTS_REVISION}:{tokens.BYTES_PER_TOKEN}:{tokens.TOKENS_PER_MESSAGE}:{tokens.TOKENS_PER_REQUEST}:"
     f"{tokens.TOKENS_PER_IMAGE}:{tokens.DEFAULT_OUTPUT_TOKENS}:{tokens.EMBEDDING_OUTPUT_TOKENS}"
@@ -71,6 +73,7 @@ _GROUP_FIELDS: Final = (
     "max_output_tokens",
     "max_item_tokens",
     "largest_dimensions",
+    "max_embedding_prompt_tokens",
 )
 
 
@@ -87,6 +90,7 @@ class ModelProfile:
     max_output_tokens: int
     max_item_tokens: int
     largest_dimensions: int
+    max_embedding_prompt_tokens: int  # embeddings: the largest prompt of one item, inputs summed
     operations: frozenset[str]
     tools: Mapping[str, int]
     capabilities: Mapping[str, int]

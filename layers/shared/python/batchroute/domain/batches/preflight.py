@@ -194,13 +194,19 @@ class _ModelLanes:
 
     lanes: tuple[Lane, ...]
     operations: frozenset[str]
-    fits: tuple[tuple[int, int], ...]  # (context_window, max_output_tokens) per lane
+    # (context_window, max_output_tokens, max_embedding_request_tokens) per lane
+    fits: tuple[tuple[int, int, int | None], ...]
     largest_window: int
     max_dimensions: int = 0  # an embedding model's vector size (models.toml); 0: not known
 
-    def admits(self, prompt: int, wanted: int) -> bool:
-        """An item of this size fits some lane's context window (as `_lanes_ok` checks it)."""
-        return any(prompt + min(wanted, cap) <= window for window, cap in self.fits)
+    def admits(self, prompt: int, wanted: int, summed: int = 0) -> bool:
+        """An item of this size fits some lane (as `_lanes_ok` checks it): its prompt (for
+        embeddings, its largest input) + capped output in the lane's context window, and an
+        embeddings item's inputs, `summed`, within the lane's per-request limit, if any."""
+        return any(
+            prompt + min(wanted, cap) <= window and (limit is None or summed <= limit)
+            for window, cap, limit in self.fits
+        )
 
 
 class Preflight:
@@ -242,7 +248,8 @@ class Preflight:
         """The preflight a checked file's items would give, built from its item profile
         (domain/batches/item_profile.py) without reading them; None when the profile cannot stand in
         for them: not usable, or some item would fail a lane check here (unknown model,
-        operation not run, no context window fits a frontier point). The caller then streams
+        operation not run, no context window fits a frontier point, within a lane's request
+        limit for the largest embeddings item's inputs summed). The caller then streams
         the file, which reports each failing item with its line."""
         if not profile.usable or profile.item_count <= 0:
             return None
@@ -253,7 +260,10 @@ class Preflight:
                 return None
             if lanes.lanes and not (
                 model.operations <= lanes.operations
-                and all(lanes.admits(prompt, wanted) for prompt, wanted in model.frontier)
+                and all(
+                    lanes.admits(prompt, wanted, model.max_embedding_prompt_tokens)
+                    for prompt, wanted in model.frontier
+                )
                 and not 0 < lanes.max_dimensions < model.largest_dimensions
             ):
                 return None
@@ -379,7 +389,7 @@ class Preflight:
 
     def _lanes_ok(self, index: int, facts: ItemFacts, where: str, line: int | None) -> bool:
         """Item checks against the model's lanes: exists, runs the operation, asks for no more
-        embedding dimensions than the model makes, fits a window."""
+        embedding dimensions than the model makes, fits a lane (window and request limit)."""
         model = self._model_lanes(facts.model)
         if model is None:
             known = self._lower_ids.get(facts.model.lower())
@@ -415,25 +425,45 @@ class Preflight:
                 {"max_dimensions": model.max_dimensions},
             )
             return False
+        return self._fits_a_lane(facts, model, where, line)
+
+    def _fits_a_lane(self, facts: ItemFacts, model: _ModelLanes, where: str, line: int | None) -> bool:
+        """The item fits some lane's context window (for embeddings, each input on its own)
+        and, for embeddings, its inputs summed fit that lane's per-request limit, if any."""
         prompt, wanted = facts.window_prompt_tokens, facts.output_tokens
-        if not any(prompt + min(wanted, cap) <= window for window, cap in model.fits):
-            largest_cap = max(cap for window, cap in model.fits if window == model.largest_window)
+        summed = facts.prompt_tokens if facts.operation == "embeddings" else 0
+        if model.admits(prompt, wanted, summed):
+            return True
+        if model.admits(prompt, wanted):  # a window fits; every such lane's request limit is below the sum
+            limit = max(
+                limit or 0 for window, cap, limit in model.fits if prompt + min(wanted, cap) <= window
+            )
             self._error(
                 "context_window",
                 "preflight_context_window_exceeded",
-                f"The item needs about {prompt + min(wanted, largest_cap)} tokens ({prompt} prompt, "
-                f"estimated, + {min(wanted, largest_cap)} output); the largest context window among "
-                f"the lanes of {facts.model} is {model.largest_window}.",
+                f"The item needs about {summed:,} tokens (estimated) summed across its inputs; the "
+                f"lanes of {facts.model} take at most {limit:,} a request.",
                 f"{where}.input",
                 line,
-                {
-                    "estimated_prompt_tokens": prompt,
-                    "requested_output_tokens": wanted,
-                    "largest_context_window": model.largest_window,
-                },
+                {"needed_tokens": summed, "request_token_limit": limit},
             )
             return False
-        return True
+        largest_cap = max(cap for window, cap, _ in model.fits if window == model.largest_window)
+        self._error(
+            "context_window",
+            "preflight_context_window_exceeded",
+            f"The item needs about {prompt + min(wanted, largest_cap)} tokens ({prompt} prompt, "
+            f"estimated, + {min(wanted, largest_cap)} output); the largest context window among "
+            f"the lanes of {facts.model} is {model.largest_window}.",
+            f"{where}.input",
+            line,
+            {
+                "estimated_prompt_tokens": prompt,
+                "requested_output_tokens": wanted,
+                "largest_context_window": model.largest_window,
+            },
+        )
+        return False
 
     def _finish(self) -> None:
         """Group-level checks, once: what no single lane of a model can do for its items."""
@@ -511,20 +541,34 @@ class Preflight:
         return ok
 
     def _check_group_context(self, group: ModelGroup, lanes: tuple[Lane, ...]) -> None:
-        too_small = [
-            lane for lane in lanes if group.context_tokens_on(lane.max_output_tokens) > lane.context_window
-        ]
+        """The lanes the routing gate will refuse with context_window_exceeded (domain/routing/
+        gates.py): a warning when some are left, an error when none is."""
+        too_small = [lane for lane in lanes if _window_short(group, lane) or _request_short(group, lane)]
         if not too_small:
             return
         windows = {lane.lane_id: lane.context_window for lane in too_small}
-        details = {"model": group.model, "needed_tokens": group.max_item_tokens, "lanes": windows}
+        details: dict[str, object] = {
+            "model": group.model,
+            "needed_tokens": group.max_item_tokens,
+            "lanes": windows,
+        }
+        limits = {
+            lane.lane_id: lane.max_embedding_request_tokens
+            for lane in too_small
+            if _request_short(group, lane)
+        }
+        summed, short = "", "smaller context windows"
+        if limits:
+            needed = group.max_embedding_prompt_tokens
+            details.update(needed_request_tokens=needed, request_token_limits=limits)
+            summed = f" (an embeddings item sums about {needed:,} tokens across its inputs)"
+            short += " or per-request token limits"
         if len(too_small) < len(lanes):
             self._warning(
                 "context_window",
                 "context_window_lanes_excluded",
-                f"The largest items of {group.model} need about {group.max_item_tokens} tokens; "
-                f"{', '.join(windows)} (smaller context windows) will be rejected with "
-                "context_window_exceeded.",
+                f"The largest items of {group.model} need about {group.max_item_tokens} tokens{summed}; "
+                f"{', '.join(windows)} ({short}) will be rejected with context_window_exceeded.",
                 f"items[{group.first_index}]",
                 details,
             )
@@ -535,7 +579,7 @@ class Preflight:
             "preflight_context_window_exceeded",
             f"Every item of {group.model} fits some lane, but no single lane's context window fits "
             f"them all (the largest prompt is about {group.max_prompt_tokens} tokens, the largest "
-            f"request about {group.max_item_tokens}).",
+            f"request about {group.max_item_tokens}){summed}.",
             f"items[{group.first_index}]",
             details=details,
         )
@@ -554,7 +598,10 @@ class Preflight:
             found = _ModelLanes(
                 lanes=admitted,
                 operations=frozenset(op for lane in admitted for op in lane.operations),
-                fits=tuple((lane.context_window, lane.max_output_tokens) for lane in admitted),
+                fits=tuple(
+                    (lane.context_window, lane.max_output_tokens, lane.max_embedding_request_tokens)
+                    for lane in admitted
+                ),
                 largest_window=max((lane.context_window for lane in admitted), default=0),
                 max_dimensions=model.embedding_dimensions,
             )
@@ -608,3 +655,14 @@ class Preflight:
                 "by_code": dict(sorted(by_code.items())),
             },
         )
+
+
+def _window_short(group: ModelGroup, lane: Lane) -> bool:
+    """The group's largest item does not fit the lane's context window."""
+    return group.context_tokens_on(lane.max_output_tokens) > lane.context_window
+
+
+def _request_short(group: ModelGroup, lane: Lane) -> bool:
+    """One of the group's embeddings items sums more tokens than the lane takes a request."""
+    limit = lane.max_embedding_request_tokens
+    return limit is not None and group.max_embedding_prompt_tokens > limit

@@ -168,6 +168,10 @@ class Lane:
     provider_model_id: str = ""  # the provider's own name for the model
     sampling_parameters: bool = True  # the model's: whether requests may carry temperature/top_p
     prompt_cache: PromptCacheRule | None = None  # None: the vendor caches nothing for this lane
+    # Embeddings: the most tokens one request may hold, summed across its inputs, where the
+    # vendor documents such a limit (OpenAI: 300,000); None: none. Each input must also fit
+    # `context_window` on its own.
+    max_embedding_request_tokens: int | None = None
 
     @property
     def lane_id(self) -> str:

@@ -271,7 +271,7 @@ def lane_gate_failures(
             _region_gate(provider, request),
             _tools_gate(lane, group, request),
             _capabilities_gate(lane, group),
-            _context_gate(lane, demand),
+            _context_gate(lane, group, demand),
             _heartbeat_gate(live, now, guards),
             _capacity_gate(live, item_count),
         )
@@ -354,14 +354,24 @@ def _capabilities_gate(lane: Lane, group: ModelGroup) -> GateFailure | None:
     )
 
 
-def _context_gate(lane: Lane, demand: LaneDemand) -> GateFailure | None:
-    if demand.context_tokens <= lane.context_window:
+def _context_gate(lane: Lane, group: ModelGroup, demand: LaneDemand) -> GateFailure | None:
+    """The largest item must fit the lane's window (for embeddings, its largest input) and,
+    on a lane with a per-request limit, an embeddings item's inputs summed must fit it."""
+    if demand.context_tokens > lane.context_window:
+        return GateFailure(
+            "context_window_exceeded",
+            f"The largest item needs about {demand.context_tokens} tokens (prompt + output); "
+            f"the lane's context window is {lane.context_window}.",
+            {"needed_tokens": demand.context_tokens, "context_window": lane.context_window},
+        )
+    limit, needed = lane.max_embedding_request_tokens, group.max_embedding_prompt_tokens
+    if limit is None or needed <= limit:
         return None
     return GateFailure(
         "context_window_exceeded",
-        f"The largest item needs about {demand.context_tokens} tokens (prompt + output); "
-        f"the lane's context window is {lane.context_window}.",
-        {"needed_tokens": demand.context_tokens, "context_window": lane.context_window},
+        f"The largest embeddings item needs about {needed:,} tokens summed across its inputs; "
+        f"the lane takes at most {limit:,} a request.",
+        {"needed_tokens": needed, "request_token_limit": limit},
     )
 
 

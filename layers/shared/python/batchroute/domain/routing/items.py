@@ -212,12 +212,12 @@ class ItemFacts(NamedTuple):
     output_tokens: int  # requested, before any lane's max_output_tokens cap
     tools: frozenset[str]  # hosted tools
     capabilities: frozenset[str]  # runtime capabilities: json_schema, tool_calling, vision, ...
-    prefix: ItemPrefix | None = None  # the cacheable prefix, when long enough (prompt_cache.py)
-    dimensions: int = 0  # embeddings: the vector size asked for (`input.dimensions`); 0: the model's
     # What one call must fit in the context window: the whole prompt, but for embeddings the
     # largest single input (each input of a list is embedded on its own; OpenAI's limit is
-    # per input). read_item always sets it.
-    window_prompt_tokens: int = 0
+    # per input).
+    window_prompt_tokens: int
+    prefix: ItemPrefix | None = None  # the cacheable prefix, when long enough (prompt_cache.py)
+    dimensions: int = 0  # embeddings: the vector size asked for (`input.dimensions`); 0: the model's
 
 
 def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
@@ -297,6 +297,9 @@ class ModelGroup:
     max_output_tokens: int = 0
     max_item_tokens: int = 0  # the largest prompt + requested output of one item
     largest_dimensions: int = 0  # embeddings: the largest `dimensions` an item asks for
+    # embeddings: the largest prompt of one item, summed across its inputs (one request: a
+    # lane's `max_embedding_request_tokens` bounds it, as `max_prompt_tokens` its window)
+    max_embedding_prompt_tokens: int = 0
     operations: set[str] = field(default_factory=set)
     tools: dict[str, int] = field(default_factory=dict)  # hosted tool -> first item index needing it
     capabilities: dict[str, int] = field(default_factory=dict)  # capability -> first item index
@@ -314,6 +317,8 @@ class ModelGroup:
         self.max_output_tokens = max(self.max_output_tokens, facts.output_tokens)
         self.max_item_tokens = max(self.max_item_tokens, facts.window_prompt_tokens + facts.output_tokens)
         self.largest_dimensions = max(self.largest_dimensions, facts.dimensions)
+        if facts.operation == "embeddings":
+            self.max_embedding_prompt_tokens = max(self.max_embedding_prompt_tokens, facts.prompt_tokens)
         self.operations.add(facts.operation)
         for tool in facts.tools:
             self.tools.setdefault(tool, index)
