@@ -155,6 +155,9 @@ class Work:
     operation: Literal["chat", "embeddings"]
     messages: tuple[Mapping[str, Any], ...] = ()  # chat: {role, content} in OpenAI's form
     inputs: tuple[str, ...] = ()  # embeddings
+    # embeddings given as token ids: their count, one token an id, as the vendor counts them
+    # (None: text inputs, counted by `embedding_tokens`)
+    given_tokens: int | None = None
     max_tokens: int = 4096
     stream: bool = False
     dimensions: int | None = None  # embeddings: the floats a vector has (None: EMBEDDING_DIMENSIONS)
@@ -265,7 +268,8 @@ class Behaviour:
         ).digest()
         if work.operation == "embeddings":
             vectors = tuple(self.vector(work, text) for text in work.inputs)
-            return Answer((), "stop", embedding_tokens(work.inputs), 0, vectors, digest[:12].hex())
+            used = embedding_tokens(work.inputs) if work.given_tokens is None else work.given_tokens
+            return Answer((), "stop", used, 0, vectors, digest[:12].hex())
         natural = self.config.completion_tokens or (
             COMPLETION_BASE_TOKENS + int.from_bytes(digest[:8], "big") % COMPLETION_SPREAD_TOKENS
         )

@@ -122,7 +122,9 @@ def _over_request_tokens(body: Mapping[str, Any], limit: int | None) -> tuple[in
     as its `usage` counts them, behaviour.embedding_tokens); None without a limit."""
     if limit is None:
         return None
-    needed = embedding_tokens(embedding_inputs(body.get("input")))
+    value = body.get("input")
+    given = given_tokens(value)
+    needed = embedding_tokens(embedding_inputs(value)) if given is None else given
     if needed <= limit:
         return None
     message = f"Requested {needed} tokens, max {limit} tokens per request"
@@ -136,6 +138,16 @@ def embedding_inputs(value: object) -> tuple[str, ...]:
     if isinstance(value, list) and value and not all(_token_id(v) for v in value):
         return tuple(v if isinstance(v, str) else json.dumps(v) for v in value)
     return (value if isinstance(value, str) else json.dumps(value),)
+
+
+def given_tokens(value: object) -> int | None:
+    """An embeddings `input` given as token ids (one array, or an array of them): its tokens,
+    one an id, as OpenAI counts them; None for text."""
+    if isinstance(value, list) and value and all(_token_id(v) for v in value):
+        return len(value)
+    if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+        return sum(len(v) for v in value)
+    return None
 
 
 def _token_id(value: object) -> bool:
@@ -330,6 +342,7 @@ class OpenAIEmulator:
                 str(body.get("model")),
                 "embeddings",
                 inputs=embedding_inputs(body.get("input")),
+                given_tokens=given_tokens(body.get("input")),
                 dimensions=dimensions if _token_id(dimensions) else None,
             )
         if path.endswith("/responses"):

@@ -2,7 +2,8 @@
 OpenAPI document, CreateEmbeddingRequest.input: "all embedding models enforce a maximum of
 300,000 tokens summed across all inputs in a single request"), with a 400 of its own type
 `max_tokens_per_request`; the emulator does too, sync and per batch line, counting tokens as
-its `usage` does. The OpenAI-compatible hosts document no such limit and keep none."""
+its `usage` does (token ids one an id, as OpenAI counts them). The OpenAI-compatible hosts
+document no such limit and keep none."""
 
 from __future__ import annotations
 
@@ -93,6 +94,20 @@ def test_an_embeddings_request_over_300000_tokens_is_refused_as_openai_refuses_i
     embedded = sdk(server).embeddings.create(model=EMBEDDER, input=inputs(300_000), encoding_format="float")
     assert isinstance(embedded, CreateEmbeddingResponse) and len(embedded.data) == 100
     assert embedded.usage.prompt_tokens == 300_000
+
+
+def test_token_ids_count_one_token_an_id_as_openai_counts_them(server: EmulatorServer) -> None:
+    # Given inputs given as token ids: 100 arrays of 3,000 ids, then one more id
+    arrays = [[7] * 3_000 for _ in range(100)]
+    # Then 300,000 ids are embedded and counted one an id, as the usage and as the limit
+    embedded = sdk(server).embeddings.create(model=EMBEDDER, input=arrays, encoding_format="float")
+    assert len(embedded.data) == 100 and embedded.usage.prompt_tokens == 300_000
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk(server).embeddings.create(model=EMBEDDER, input=[*arrays, [7]], encoding_format="float")
+    assert refused.value.response.json() == refused_body(300_001)
+    # And one array of ids is one input of that many tokens
+    single = sdk(server).embeddings.create(model=EMBEDDER, input=[7] * 2_000, encoding_format="float")
+    assert len(single.data) == 1 and single.usage.prompt_tokens == 2_000
 
 
 def test_a_compatible_host_has_no_such_limit(server: EmulatorServer) -> None:
