@@ -163,6 +163,11 @@ class Work:
     dimensions: int | None = None  # embeddings: the floats a vector has (None: EMBEDDING_DIMENSIONS)
 
     @property
+    def input_tokens(self) -> int:
+        """embeddings: the tokens of the inputs, summed (the answer's `usage`)."""
+        return embedding_tokens(self.inputs) if self.given_tokens is None else self.given_tokens
+
+    @property
     def text(self) -> str:
         """Everything the markers may hide in, canonically."""
         body = self.messages if self.operation == "chat" else self.inputs
@@ -268,8 +273,7 @@ class Behaviour:
         ).digest()
         if work.operation == "embeddings":
             vectors = tuple(self.vector(work, text) for text in work.inputs)
-            used = embedding_tokens(work.inputs) if work.given_tokens is None else work.given_tokens
-            return Answer((), "stop", used, 0, vectors, digest[:12].hex())
+            return Answer((), "stop", work.input_tokens, 0, vectors, digest[:12].hex())
         natural = self.config.completion_tokens or (
             COMPLETION_BASE_TOKENS + int.from_bytes(digest[:8], "big") % COMPLETION_SPREAD_TOKENS
         )

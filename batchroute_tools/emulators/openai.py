@@ -77,7 +77,7 @@ from typing import Any, Final
 
 import batchroute_tools.emulators.openai_responses as openai_responses
 from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
-from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work, embedding_tokens
+from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.cache import OPENAI_CACHE, CacheRule, PromptCache
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -117,17 +117,12 @@ def _oversized_dimensions(model: str, dimensions: object) -> tuple[int, dict[str
     return 400, error_body(message, kind=INVALID, code="invalid_value", param="dimensions")
 
 
-def _over_request_tokens(body: Mapping[str, Any], limit: int | None) -> tuple[int, dict[str, Any]] | None:
+def _over_request_tokens(work: Work, limit: int | None) -> tuple[int, dict[str, Any]] | None:
     """OpenAI's 400 for an embeddings request whose inputs' tokens sum past `limit` (counted
-    as its `usage` counts them, behaviour.embedding_tokens); None without a limit."""
-    if limit is None:
+    as its `usage` counts them, `Work.input_tokens`); None without a limit."""
+    if limit is None or work.input_tokens <= limit:
         return None
-    value = body.get("input")
-    given = given_tokens(value)
-    needed = embedding_tokens(embedding_inputs(value)) if given is None else given
-    if needed <= limit:
-        return None
-    message = f"Requested {needed} tokens, max {limit} tokens per request"
+    message = f"Requested {work.input_tokens} tokens, max {limit} tokens per request"
     return 400, error_body(message, kind="max_tokens_per_request", code="max_tokens_per_request")
 
 
@@ -370,7 +365,7 @@ class OpenAIEmulator:
         refused = self.model_refusal(url, body)
         if refused is not None or url != EMBEDDINGS_URL:
             return refused
-        return _over_request_tokens(body, self.request_token_limit)
+        return _over_request_tokens(self.work(body, path=url), self.request_token_limit)
 
     def model_refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """OpenAI's answer (status, error body) to a request to `url` (its API's path) whose

@@ -92,9 +92,9 @@ def heartbeat_all_lanes(clock: Clock | None = None) -> None:
     lanes = tuple(
         (lane.lane_id, lane.daily_capacity_items) for lane in catalog.lanes if lane.provider in enabled
     )
-    kept = None if _lane_rows(store) else _REFRESHED_ROWS.get(lanes)
+    fresh = not _lane_rows(store)
+    kept = _REFRESHED_ROWS.get(lanes) if fresh else None
     if kept is None:
-        fresh = not _lane_rows(store)
         refresh_lane_heartbeats(catalog, store, SimulatedProviderHealth(), FixedClock(now))
         if fresh:
             _REFRESHED_ROWS[lanes] = (at, day, _lane_rows(store))
