@@ -431,7 +431,7 @@ class Preflight:
         """The item fits some lane's context window (for embeddings, each input on its own)
         and, for embeddings, its inputs summed fit that lane's per-request limit, if any."""
         prompt, wanted = facts.window_prompt_tokens, facts.output_tokens
-        summed = facts.prompt_tokens if facts.operation == "embeddings" else 0
+        summed = facts.request_tokens
         if model.admits(prompt, wanted, summed):
             return True
         if model.admits(prompt, wanted):  # a window fits; every such lane's request limit is below the sum

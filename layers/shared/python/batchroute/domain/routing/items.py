@@ -219,6 +219,12 @@ class ItemFacts(NamedTuple):
     prefix: ItemPrefix | None = None  # the cacheable prefix, when long enough (prompt_cache.py)
     dimensions: int = 0  # embeddings: the vector size asked for (`input.dimensions`); 0: the model's
 
+    @property
+    def request_tokens(self) -> int:
+        """What a lane's per-request limit (`max_embedding_request_tokens`) bounds: an
+        embeddings item's inputs summed (one request carries them all); 0 for chat."""
+        return self.prompt_tokens if self.operation == "embeddings" else 0
+
 
 def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
     """The item's facts, or None with every problem found in it."""
@@ -317,8 +323,7 @@ class ModelGroup:
         self.max_output_tokens = max(self.max_output_tokens, facts.output_tokens)
         self.max_item_tokens = max(self.max_item_tokens, facts.window_prompt_tokens + facts.output_tokens)
         self.largest_dimensions = max(self.largest_dimensions, facts.dimensions)
-        if facts.operation == "embeddings":
-            self.max_embedding_prompt_tokens = max(self.max_embedding_prompt_tokens, facts.prompt_tokens)
+        self.max_embedding_prompt_tokens = max(self.max_embedding_prompt_tokens, facts.request_tokens)
         self.operations.add(facts.operation)
         for tool in facts.tools:
             self.tools.setdefault(tool, index)
