@@ -410,6 +410,11 @@ def test_a_settlement_that_keeps_failing_leaves_the_final_usage_to_the_sweeper(
     assert report.settled == [call.hold_id]
     assert report.charged_micros == _lane_cost(call.lane.lane_id, 50, 10).micros
     assert ledger_store().state(org.org_id).reserved == Money.zero()
+    # and the record says what the customer got: a completed answer, not a failure
+    swept = store.record(call.batch_id)
+    assert swept is not None and swept.state == "completed"
+    assert swept.counts["completed"] == 1 and swept.counts["failed"] == 0
+    assert swept.execution_summary is not None and swept.execution_summary.latest_error is None
 
 
 def test_a_delivered_answer_whose_settlement_fails_once_is_still_charged(

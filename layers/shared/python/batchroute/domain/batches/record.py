@@ -76,7 +76,11 @@ class _LaneIdField(TypedDict, total=False):
     lane_id: str
 
 
-class UsageCheckpointItem(CacheFields, _LaneIdField):
+class _AnsweredField(TypedDict, total=False):
+    answered: bool  # only when true: the answer was delivered whole (UsageCheckpoint)
+
+
+class UsageCheckpointItem(CacheFields, _LaneIdField, _AnsweredField):
     prompt_tokens: int
     completion_tokens: int
 
@@ -140,20 +144,25 @@ class CompatFields:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class UsageCheckpoint:
-    """A direct chat request's usage streamed so far (what the sweeper charges if it dies)."""
+    """A direct chat request's usage streamed so far (what the sweeper charges if it dies),
+    or its final usage once its answer was delivered whole (`answered`) but its own
+    settlement failed: the sweeper then completes the record rather than failing it."""
 
     lane_id: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache: CacheTokens = NO_CACHE_TOKENS  # of the input, what the vendor read from / wrote to its cache
+    answered: bool = False
 
     def to_mapping(self) -> UsageCheckpointItem:
         lane: _LaneIdField = {"lane_id": self.lane_id} if self.lane_id is not None else {}
+        answered: _AnsweredField = {"answered": True} if self.answered else {}
         return {
             **lane,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             **self.cache.to_fields(),
+            **answered,
         }
 
 
@@ -580,7 +589,11 @@ def _checkpoint(value: Any) -> UsageCheckpoint | None:
     if not isinstance(value, Mapping):
         return None
     return from_counters(
-        UsageCheckpoint, value, lane_id=_str(value.get("lane_id")), cache=CacheTokens.from_fields(value)
+        UsageCheckpoint,
+        value,
+        lane_id=_str(value.get("lane_id")),
+        cache=CacheTokens.from_fields(value),
+        answered=value.get("answered") is True,
     )
 
 

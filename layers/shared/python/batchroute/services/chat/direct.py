@@ -464,7 +464,8 @@ class DirectChat:
         """Settle, retrying a failure with backoff (`settle_retry`; the ledger's conditional
         settlement makes a retry of one that did commit replay it). If it still fails, the
         final usage becomes the record's checkpoint, so the sweeper charges what was
-        generated rather than what the last checkpoint saw; None."""
+        generated rather than what the last checkpoint saw (and, for an answer delivered
+        whole, completes the record); None."""
         attempt = 1
         while True:
             try:
@@ -484,7 +485,7 @@ class DirectChat:
                 self.settle_retry.wait(attempt)
                 attempt += 1
         try:
-            self._checkpoint(call)
+            self._checkpoint(call, answered=call.finished and error is None)
         except Exception:  # the sweeper charges the last checkpoint written while streaming
             logger.exception("writing a chat hold's final usage failed", extra={"batch_id": call.batch_id})
         return None
@@ -552,13 +553,14 @@ class DirectChat:
         except Exception:  # the sweeper releases it later
             logger.exception("releasing a chat hold failed", extra={"batch_id": call.batch_id})
 
-    def _checkpoint(self, call: DirectCall) -> None:
+    def _checkpoint(self, call: DirectCall, *, answered: bool = False) -> None:
         usage = call.usage_so_far()
         checkpoint = UsageCheckpoint(
             lane_id=call.lane.lane_id,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cache=usage.cache,
+            answered=answered,
         )
         self.store.checkpoint(call.batch_id, checkpoint, isoformat(self.clock.now()))
 

@@ -90,7 +90,8 @@ def resolve_stale_chat_holds(
     """Settle chat holds still open `stale_seconds` after they were taken: their function
     died before settling (a direct request lasts at most the API's time-out). The charge is
     the usage the stream last checkpointed on its record at the lane's direct price (nothing
-    without a checkpoint); the rest is released and the record marked failed. Exactly once:
+    without a checkpoint); the rest is released and the record marked failed (completed,
+    when the checkpoint says the answer was delivered whole: `answered`). Exactly once:
     a request that settles meanwhile wins, and this settle replays its outcome. The spend
     and usage count in the org's `limit_timezone` periods, as the request's own settle would
     (the hard limit reads its spend there)."""
@@ -149,14 +150,17 @@ def _swept_usage(lane: Lane | None, checkpoint: UsageCheckpoint, model: str) -> 
 
 
 def _swept_outcome(reserved: Money, charged: Money, checkpoint: UsageCheckpoint, at: str) -> ChatOutcome:
-    """The failed outcome the sweeper settles a stopped chat request with."""
+    """The outcome the sweeper settles a stopped chat request with: failed, unless its
+    answer was delivered whole and only its own settlement failed (`answered`)."""
     return ChatOutcome(
-        completed=False,
+        completed=checkpoint.answered,
         at=at,
         prompt_tokens=checkpoint.prompt_tokens,
         completion_tokens=checkpoint.completion_tokens,
         cache=checkpoint.cache,
-        latest_error="the request stopped before it settled; charged the usage last recorded",
+        latest_error=None
+        if checkpoint.answered
+        else "the request stopped before it settled; charged the usage last recorded",
         billing={
             "basis": "direct",
             "final_settled_price": charged.to_api(),
