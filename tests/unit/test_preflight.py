@@ -338,6 +338,21 @@ def test_an_image_gemini_cannot_take_has_no_lane_of_a_gemini_model() -> None:
     assert "any_image_type" in result.errors[0].message
 
 
+def test_a_strict_function_has_no_lane_of_a_claude_model() -> None:
+    """Claude 3.5 Haiku and Claude Sonnet 4 refuse a tool with `strict: true` (400 "does not
+    support strict tools"): such an item needs a lane that holds output to a schema, which no
+    lane of theirs offers; without `strict` they run it, and gpt-4o-mini runs both."""
+    preflight = _builtin_preflight()
+    strict = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": True}}
+    lax = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    cases = [("claude-3-5-haiku", strict), ("claude-sonnet-4", lax), ("gpt-4o-mini", strict)]
+    for index, (model, tool) in enumerate(cases):
+        preflight.add_item(index, item(index, model=model, input=messages(tools=[tool])))
+    result = preflight.result()
+    assert codes(result) == [("json_schema", "json_schema_unsupported", "items[0].input")]
+    assert "strict" in result.errors[0].message
+
+
 # -- json_schema -----------------------------------------------------------------------------
 
 SCHEMA = {

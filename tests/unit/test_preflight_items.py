@@ -59,6 +59,27 @@ def test_function_tools_need_tool_calling_not_a_hosted_tool() -> None:
     assert (facts.tools, facts.capabilities) == (frozenset(), frozenset({"tool_calling"}))
 
 
+@pytest.mark.parametrize(
+    "function",
+    [
+        {"type": "function", "function": {"name": "f", "parameters": {}, "strict": True}},
+        {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": True},
+    ],
+)
+def test_a_strict_function_also_needs_a_lane_that_holds_output_to_a_schema(function: dict[str, Any]) -> None:
+    # Given a function the caller wants held to its parameters' schema (OpenAI's strict mode,
+    # which the openai SDK's pydantic_function_tool turns on), then only a lane that holds output
+    # to a JSON Schema may run it: Claude's models refuse `strict` (400) and others drop it
+    facts = facts_of(item(0, input=chat_input(tools=[function])))
+    assert facts.capabilities == frozenset({"tool_calling", "json_schema"})
+    lax = (
+        {**function, "strict": False}
+        if "name" in function
+        else {"type": "function", "function": {"name": "f"}}
+    )
+    assert facts_of(item(0, input=chat_input(tools=[lax]))).capabilities == frozenset({"tool_calling"})
+
+
 def test_images_need_vision_except_on_the_vision_operation_itself() -> None:
     part = {"type": "input_image", "image_url": "https://example.com/a.png"}
     body = {"messages": [{"role": "user", "content": [{"type": "input_text", "text": "what?"}, part]}]}

@@ -64,7 +64,7 @@ ACTIONS: Final[dict[str, str]] = {
     "json_schema_invalid": "Send a JSON Schema object (response_format.json_schema.schema).",
     "json_schema_unsupported": (
         "Use a model whose lanes support structured outputs (runtime_capability json_schema), "
-        "or drop response_format."
+        "or drop response_format's schema and the functions' strict."
     ),
     "https_required": "Use an https:// webhook URL.",
     "unsafe_url": "Use a public host: private, loopback, link-local and metadata addresses are refused.",
@@ -526,7 +526,8 @@ class Preflight:
                 self._error(
                     "json_schema",
                     "json_schema_unsupported",
-                    f"No lane of {group.model} supports structured outputs (json_schema).",
+                    f"No lane of {group.model} supports structured outputs (json_schema: a "
+                    "response_format schema, or a function with strict: true).",
                     f"items[{first}].input",
                     details=details,
                 )

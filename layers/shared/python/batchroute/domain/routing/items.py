@@ -8,8 +8,8 @@ not pydantic models: a 50,000-item batch is read, checked and quoted in about a 
 What the router needs from an item is small (ItemFacts): its model and operation, an
 estimated prompt size, the output it asks for, and what the lane must offer: hosted tools
 (declared in `required_tools`, or inferred from `input.tools` / `input.tool_choice`) and
-runtime capabilities (`json_schema` for a structured-output schema, `tool_calling` for
-custom functions or a conversation holding tool calls and their answers, `vision` for image
+runtime capabilities (`json_schema` for a structured-output schema or a `strict` function,
+`tool_calling` for custom functions or a conversation holding tool calls and their answers, `vision` for image
 parts in a `responses` item, `any_image_type` for an image whose URL tells no type or one
 Gemini does not take, `embedding_dimensions` for an embeddings item's `dimensions`).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
@@ -959,7 +959,8 @@ def _infer_function(
     tool: dict[str, object], where: str, found: _Estimate, problems: list[ItemProblem], functions: set[str]
 ) -> None:
     """A function tool (chat nests it under `function`; Responses writes it flat): a valid one,
-    named once, needs tool calling."""
+    named once, needs tool calling; a `strict` one also needs a lane that holds output to a
+    JSON Schema (`json_schema`: Claude and Bedrock's models refuse or ignore `strict`)."""
     nested = tool.get("function")
     if isinstance(nested, dict):
         spec, outside = nested, tool.keys() - {"type", "function"}
@@ -982,6 +983,8 @@ def _infer_function(
         return
     functions.add(name)
     found.capabilities.add("tool_calling")
+    if spec.get("strict") is True:
+        found.capabilities.add("json_schema")
 
 
 def _check_hosted_settings(
