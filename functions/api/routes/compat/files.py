@@ -168,6 +168,12 @@ def file_content(
 _NOT_PENDING = compat_errors_doc(
     {409: "The upload is completed, cancelled or expired: it takes no more parts (`upload_not_pending`)"}
 )
+_SETTLING = compat_errors_doc(
+    {
+        409: "The upload is completed, cancelled or expired (`upload_not_pending`), or another call "
+        "is completing it (`concurrent_update`: retry shortly)"
+    }
+)
 
 
 @router.post("/uploads", response_model=VendorUpload, summary="Start an upload that takes parts")
@@ -246,7 +252,7 @@ def _part_too_large(limit: int) -> UploadTooLarge:
 @router.post(
     "/uploads/{upload_id}/complete",
     response_model=VendorUpload,
-    responses=_NOT_PENDING,
+    responses=_SETTLING,
     summary="Assemble the parts into a File",
 )
 def complete_upload(
@@ -258,7 +264,7 @@ def complete_upload(
 @router.post(
     "/uploads/{upload_id}/cancel",
     response_model=VendorUpload,
-    responses=_NOT_PENDING,
+    responses=_SETTLING,
     summary="Cancel an upload",
 )
 def cancel_upload(upload_id: str, principal: Creator, uploads: CompatUploadsDep) -> UploadView:

@@ -8,7 +8,9 @@
 - `COMPAT#ORG#<org_id>` / `BATCH#<batch_id>`: the org's compat batches, newest first (ids are
   ULIDs), for the vendor's cursor-paginated list;
 - `UPLOAD#<upload_id>` / `META` and `UPLOAD#<upload_id>` / `PART#<part_id>`: an Uploads API
-  upload and its parts (TTL 2 days: the parts' bytes expire with the `staging/` prefix).
+  upload and its parts (TTL 2 days: the parts' bytes expire with the `staging/` prefix);
+  while one `complete` call assembles the upload, its META holds that call's claim
+  (`assembling_file`, the file it stores; `assembling_until`, when the claim lapses).
 
 The first two are written in the batch's create transaction (`batch_items`), so a compat
 batch, its file ids and its list entry exist together or not at all.
@@ -23,14 +25,14 @@ from typing import Any
 
 from ulid import ULID
 
-from batchroute.adapters.dynamo.codec import from_item, plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, plain, to_item, to_value, update_request
 from batchroute.adapters.dynamo.files import file_key, file_record
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_delete, put_new
+from batchroute.adapters.dynamo.writes import conditional_delete, put_new, written
 from batchroute.domain.batches.files import FileRecord
 from batchroute.domain.compat.batches import BODY_FORMATS, OutputFile
-from batchroute.domain.compat.uploads import UploadPart, UploadRecord, UploadStatus
+from batchroute.domain.compat.uploads import UploadPart, UploadRecord
 from batchroute.domain.stored import from_stored
 
 
@@ -70,6 +72,8 @@ _LISTED = {
     "batch_output": "#kind = :cfile",
     None: "(#kind = :file AND #purpose = :batch) OR #kind = :cfile",
 }
+# An upload's assembly claim (`assembling_file`, `assembling_until`): none, or expired at `:now`.
+_NO_LIVE_CLAIM = "(attribute_not_exists(assembling_until) OR assembling_until <= :now)"
 _VALIDATING = ("received", "validated", "priced", "queued")  # before Route: Intake may be due
 
 
@@ -246,19 +250,70 @@ class CompatStore(DynamoStore):
         )
         return _upload(from_item(response["Item"])) if "Item" in response else None
 
-    def settle_upload(self, upload_id: str, *, status: UploadStatus, file_id: str | None = None) -> bool:
-        """Move a `pending` upload to `status` (with its file); False if it already moved on."""
-        sets = "#status = :status" + (", file_id = :file" if file_id else "")
-        values: dict[str, object] = {":status": status, ":pending": "pending"}
-        if file_id:
-            values[":file"] = file_id
+    def claim_upload(self, upload_id: str, *, file_id: str, now: int, until: int) -> tuple[bool, str | None]:
+        """Claim a `pending` upload for the one call that assembles it into `file_id`, until
+        `until` (unix seconds), unless another call's claim is live at `now`. Answers whether
+        this call holds the claim, and the file an expired claim named (its call died or timed
+        out; what it may have stored is the caller's to delete)."""
+        return self._take_unclaimed(
+            upload_id,
+            "SET assembling_file = :file, assembling_until = :until",
+            now,
+            {":file": file_id, ":until": until},
+        )
+
+    def release_upload(self, upload_id: str, *, file_id: str) -> None:
+        """Give up the claim naming `file_id` (its assembly was refused): the upload is
+        `pending` and free to complete again at once."""
+        self.update_where(
+            _upload_key(upload_id),
+            "REMOVE assembling_file, assembling_until",
+            condition="#status = :pending AND assembling_file = :file",
+            names={"#status": "status"},
+            values={":pending": "pending", ":file": file_id},
+        )
+
+    def settle_upload(self, upload_id: str, *, file_id: str) -> bool:
+        """Move a `pending` upload to `completed` with `file_id`, only while the claim that
+        named that file stands (no other call took it over); False otherwise."""
         return self.update_where(
             _upload_key(upload_id),
-            f"SET {sets}",
-            condition="#status = :pending",
+            "SET #status = :completed, file_id = :file REMOVE assembling_file, assembling_until",
+            condition="#status = :pending AND assembling_file = :file",
             names={"#status": "status"},
-            values=values,
+            values={":completed": "completed", ":pending": "pending", ":file": file_id},
         )
+
+    def cancel_upload(self, upload_id: str, *, now: int) -> tuple[bool, str | None]:
+        """Move a `pending` upload that no call is assembling (no claim live at `now`) to
+        `cancelled`. Answers whether it moved, and the file an expired claim named (to delete)."""
+        return self._take_unclaimed(
+            upload_id,
+            "SET #status = :cancelled REMOVE assembling_file, assembling_until",
+            now,
+            {":cancelled": "cancelled"},
+        )
+
+    def _take_unclaimed(
+        self, upload_id: str, update: str, now: int, values: dict[str, object]
+    ) -> tuple[bool, str | None]:
+        """Apply `update` to a `pending` upload with no claim live at `now`: whether it applied,
+        and the file the expired claim it replaced named, if any."""
+        answer = written(
+            self.dynamodb.update_item,
+            **update_request(
+                self.table_name,
+                _upload_key(upload_id),
+                update,
+                condition=f"#status = :pending AND {_NO_LIVE_CLAIM}",
+                names={"#status": "status"},
+                values={**values, ":now": now, ":pending": "pending"},
+            ),
+            ReturnValues="UPDATED_OLD",
+        )
+        if answer is None:
+            return False, None
+        return True, _claimed_file(answer)
 
     def add_part(self, part: UploadPart, *, ttl: int) -> None:
         self.dynamodb.put_item(
@@ -281,6 +336,12 @@ class CompatStore(DynamoStore):
         return {
             values["part_id"]: from_stored(UploadPart, plain(values)) for values in self.query_all(request)
         }
+
+
+def _claimed_file(answer: dict[str, Any]) -> str | None:
+    """The file a replaced claim named, from an UpdateItem's `UPDATED_OLD` attributes."""
+    old = from_item(answer.get("Attributes") or {})
+    return str(old["assembling_file"]) if old.get("assembling_file") else None
 
 
 def _upload_values(record: UploadRecord) -> dict[str, Any]:

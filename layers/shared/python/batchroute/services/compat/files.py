@@ -100,6 +100,11 @@ class CompatUpload:
         self._upload = upload
         self._check = RowCheck(max_line_bytes=max_line_bytes)
 
+    @property
+    def file_id(self) -> str:
+        """The id the file has once finished (its bytes go to `files/<org_id>/<file_id>`)."""
+        return self._upload.file_id
+
     def write(self, chunk: bytes) -> None:
         self._upload.write(chunk)
         self._check.feed(chunk)

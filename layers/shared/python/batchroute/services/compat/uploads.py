@@ -7,6 +7,10 @@ direct-upload body, below S3's 5 MiB multipart minimum, so parts cannot be S3 pa
 Completing streams the parts, in the order given, through the same checks as a direct
 compat upload into the file's object (the multipart writer holds one 8 MiB part at most):
 memory stays flat in the file size. Then the parts are deleted.
+
+One upload makes one File: `complete` claims the upload before it assembles (another
+`complete` or a `cancel` meanwhile is a retryable 409), the claim lapses after the API's
+time-out, and a file stored by a call whose claim was taken over is deleted.
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
-from batchroute.domain.batches.files import DEFAULT_CONTENT_TYPE, file_type_issue, media_type
+from batchroute.domain.batches.files import (
+    DEFAULT_CONTENT_TYPE,
+    FileRecord,
+    file_type_issue,
+    final_key,
+    media_type,
+)
+from batchroute.domain.batches.item_profile import apart_key
 from batchroute.domain.compat.expiration import refuse_expiration
 from batchroute.domain.compat.uploads import (
     MAX_PARTS,
@@ -27,17 +38,19 @@ from batchroute.domain.compat.uploads import (
     UploadPart,
     UploadPartView,
     UploadRecord,
-    UploadStatus,
     UploadView,
     part_key,
 )
-from batchroute.errors import Conflict, InvalidRequest, NotFound
+from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
 from batchroute.services.batches.files import check_filename
 from batchroute.services.batches.ports import Artifacts, ObjectWriter
-from batchroute.services.compat.files import COMPAT_PURPOSE, CompatFiles, input_file_object
+from batchroute.services.compat.files import COMPAT_PURPOSE, CompatFiles, CompatUpload, input_file_object
 
 RECORD_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry
+# How long one `complete` call holds the upload while it assembles: the API function's time-out
+# (29 s, resources.py), and a second. A claim that lapses was held by a call that died.
+ASSEMBLY_CLAIM = timedelta(seconds=30)
 
 
 class UploadRecords(Protocol):
@@ -45,7 +58,15 @@ class UploadRecords(Protocol):
 
     def upload(self, upload_id: str) -> UploadRecord | None: ...
 
-    def settle_upload(self, upload_id: str, *, status: UploadStatus, file_id: str | None = None) -> bool: ...
+    def claim_upload(
+        self, upload_id: str, *, file_id: str, now: int, until: int
+    ) -> tuple[bool, str | None]: ...
+
+    def release_upload(self, upload_id: str, *, file_id: str) -> None: ...
+
+    def settle_upload(self, upload_id: str, *, file_id: str) -> bool: ...
+
+    def cancel_upload(self, upload_id: str, *, now: int) -> tuple[bool, str | None]: ...
 
     def add_part(self, part: UploadPart, *, ttl: int) -> None: ...
 
@@ -149,12 +170,14 @@ class CompatUploads:
     def complete(
         self, principal: Principal, upload_id: str, *, part_ids: Sequence[str], md5: str | None = None
     ) -> UploadView:
+        """Assemble the parts into the upload's one File. One call at a time: the call claims
+        the upload first (docs/compat.md, Uploads API), and another `complete` or a `cancel`
+        meanwhile is a retryable 409 `concurrent_update`."""
         authorize(principal, "batches:create")
         record = self._owned(principal, upload_id)
-        now = self.clock.now()
         if record.status == "completed" and record.file_id:
             return self._answer(record)  # completing again answers the same upload
-        status = record.effective_status(now)
+        status = record.effective_status(self.clock.now())
         if status != "pending":
             raise Conflict(f"The upload is {status}.", code="upload_not_pending")
         parts = self._ordered_parts(record, part_ids)
@@ -168,6 +191,60 @@ class CompatUploads:
         upload = self.files.begin_upload(
             principal, filename=record.filename, content_type=record.mime_type, assembled=True
         )
+        if not self._claim(record, upload.file_id):
+            upload.abort()
+            return self._as_it_stands(principal, upload_id)
+        stored = self._assemble(record, upload, parts, md5)
+        if not self.records.settle_upload(upload_id, file_id=stored.file_id):
+            # This call's claim lapsed and another call took the upload over, or cancelled it:
+            # the file is not the upload's, and nothing of it stays.
+            self._discard(record.org_id, stored.file_id)
+            return self._as_it_stands(principal, upload_id)
+        for part in self.records.parts(upload_id).values():
+            self.objects.delete(part.s3_key)
+        return self._answer(self._owned(principal, upload_id))
+
+    def cancel(self, principal: Principal, upload_id: str) -> UploadView:
+        """Cancel a pending upload; a retryable 409 `concurrent_update` while a `complete` call
+        assembles it (that call makes its File, or gives the upload back on a refusal)."""
+        authorize(principal, "batches:create")
+        record = self._owned(principal, upload_id)
+        if record.status == "cancelled":
+            return record.to_api(self.clock.now())
+        cancelled, abandoned = self.records.cancel_upload(upload_id, now=int(self.clock.now().timestamp()))
+        if not cancelled:
+            current = self._owned(principal, upload_id)
+            if current.status == "pending":
+                raise _being_completed()
+            raise Conflict(f"The upload is {current.status}.", code="upload_not_pending")
+        if abandoned:
+            self._discard(record.org_id, abandoned)
+        for part in self.records.parts(upload_id).values():
+            self.objects.delete(part.s3_key)
+        return self._owned(principal, upload_id).to_api(self.clock.now())
+
+    # -- assembly --------------------------------------------------------------------------------
+    def _claim(self, record: UploadRecord, file_id: str) -> bool:
+        """Claim the upload for this call, which will store `file_id`; False while another
+        call's claim is live (or the upload moved on). What a lapsed claim's call may have
+        stored is deleted: that call died, and its file is no upload's."""
+        now = self.clock.now()
+        claimed, abandoned = self.records.claim_upload(
+            record.upload_id,
+            file_id=file_id,
+            now=int(now.timestamp()),
+            until=int((now + ASSEMBLY_CLAIM).timestamp()),
+        )
+        if abandoned:
+            self._discard(record.org_id, abandoned)
+        return claimed
+
+    def _assemble(
+        self, record: UploadRecord, upload: CompatUpload, parts: Sequence[UploadPart], md5: str | None
+    ) -> FileRecord:
+        """Stream the parts in order into the file and store it. A refusal (a bad row, the
+        md5, the size) stores nothing and gives the claim back, so a corrected call may
+        complete at once; any other failure keeps the claim until it lapses."""
         digest = hashlib.md5(usedforsecurity=False)
         try:
             for part in parts:
@@ -180,28 +257,41 @@ class CompatUploads:
                     code="md5_mismatch",
                     details={"param": "md5"},
                 )
-            stored = upload.finish()
-        except BaseException:
+            return upload.finish()
+        except BaseException as exc:
             upload.abort()
+            if isinstance(exc, ServiceError):
+                self.records.release_upload(record.upload_id, file_id=upload.file_id)
             raise
-        if not self.records.settle_upload(upload_id, status="completed", file_id=stored.file_id):
-            # Another complete call finished first: its file is the answer.
-            return self._answer(self._owned(principal, upload_id))
-        for part in self.records.parts(upload_id).values():
-            self.objects.delete(part.s3_key)
-        return self._answer(self._owned(principal, upload_id))
 
-    def cancel(self, principal: Principal, upload_id: str) -> UploadView:
-        authorize(principal, "batches:create")
+    def _as_it_stands(self, principal: Principal, upload_id: str) -> UploadView:
+        """The answer of a `complete` that did not make the upload's File: the upload once
+        another call completed it; while another call assembles it, 409 `concurrent_update`."""
         record = self._owned(principal, upload_id)
-        if record.status == "cancelled":
-            return record.to_api(self.clock.now())
-        if not self.records.settle_upload(upload_id, status="cancelled"):
-            current = self._owned(principal, upload_id)
-            raise Conflict(f"The upload is {current.status}.", code="upload_not_pending")
-        for part in self.records.parts(upload_id).values():
-            self.objects.delete(part.s3_key)
-        return self._owned(principal, upload_id).to_api(self.clock.now())
+        if record.status == "completed" and record.file_id:
+            return self._answer(record)
+        status = record.effective_status(self.clock.now())
+        if status == "pending":
+            raise _being_completed()
+        raise Conflict(f"The upload is {status}.", code="upload_not_pending")
+
+    def _discard(self, org_id: str, file_id: str) -> None:
+        """Delete a file an assembly stored but did not complete the upload with: the bytes
+        first, then the record, as deleting a file does. A call that died may have stored
+        the bytes and no record, or nothing (an unfinished multipart upload is the bucket's
+        abort-multipart rule's)."""
+        files = self.files.files
+        record = files.records.get(file_id)
+        keys = (
+            [final_key(org_id, file_id)]
+            if record is None
+            else [record.s3_key, apart_key(record.item_profile)]
+        )
+        for key in keys:
+            if key:
+                files.objects.delete(key)
+        if record is not None:
+            self.files.outputs.delete_input_file(file_id)
 
     # -- helpers ---------------------------------------------------------------------------------
     def _owned(self, principal: Principal, upload_id: str) -> UploadRecord:
@@ -239,3 +329,13 @@ class CompatUploads:
         if record.file_id:
             file = input_file_object(self.files.files.file(record.org_id, record.file_id))
         return record.to_api(self.clock.now(), file)
+
+
+def _being_completed() -> Conflict:
+    """409 while another call assembles the upload: retryable (the SDK retries it), and once
+    that call is done completing answers the completed upload."""
+    return Conflict(
+        f"Another call is completing this upload (for {int(ASSEMBLY_CLAIM.total_seconds())} s at "
+        "most); ask again shortly.",
+        code="concurrent_update",
+    )
