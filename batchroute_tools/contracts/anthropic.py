@@ -17,8 +17,10 @@ Strict, as the vendor is: pydantic's TypeAdapter over the SDK's TypedDicts in st
 (no "5" for 5), every key at every depth one the TypedDict declares (pydantic itself ignores
 unknown keys of a TypedDict), and:
 
-- `max_tokens` at least 1; `messages` not empty; consecutive turns of one role count as one
-  (the API merges them), and the first is a user's;
+- `max_tokens` at least 1 and at most the model's output limit (`output_limit`: the
+  catalog's, for the models it has an Anthropic lane of); `messages` not empty;
+  consecutive turns of one role count as one (the API merges them), and the first is a
+  user's;
 - text blocks carry non-whitespace text, a message has content (only a final assistant
   turn may be empty), and a final assistant turn does not end in whitespace;
 - every client `tool_use` is answered by a `tool_result` in the next turn, every
@@ -345,8 +347,14 @@ def _sampling(body: Mapping[str, Any], path: str) -> list[str]:
 def _message_rules(body: Mapping[str, Any], path: str) -> list[str]:
     """The rules the types cannot say; `body` already fits the types."""
     found: list[str] = []
+    limit = output_limit(body.get("model"))
     if body["max_tokens"] < 1:
         found.append(f"{path}.max_tokens: should be at least 1")
+    elif limit is not None and body["max_tokens"] > limit:
+        found.append(
+            f"{path}.max_tokens: {body['max_tokens']} > {limit}, which is the maximum allowed number of "
+            f"output tokens for {body['model']}"
+        )
     for index, stop in enumerate(body.get("stop_sequences") or []):
         if not stop.strip():
             found.append(f"{path}.stop_sequences[{index}]: each stop sequence must contain non-whitespace")
@@ -357,6 +365,26 @@ def _message_rules(body: Mapping[str, Any], path: str) -> list[str]:
     found.extend(_tool_problems(body, path))
     found.extend(_cache_control_problems(body, path))
     return found
+
+
+def output_limit(model: object) -> int | None:
+    """The most output tokens (`max_tokens`) the API lets a request to `model` ask for: its
+    Anthropic lane's `max_output_tokens` in the built-in catalog (catalog/data/lanes.toml,
+    the limit the adapter sends a request without one with), which are Anthropic's own
+    per-model limits (its models overview: 8,192 for Claude 3.5 Haiku, 64,000 for Claude
+    Sonnet 4); None for a model the catalog has no Anthropic lane of (nothing checked)."""
+    return _output_limits().get(model) if isinstance(model, str) else None
+
+
+@cache
+def _output_limits() -> dict[str, int]:
+    from batchroute.catalog import builtin_catalog
+
+    return {
+        lane.provider_model_id: lane.max_output_tokens
+        for lane in builtin_catalog().lanes
+        if lane.provider == "anthropic" and lane.provider_model_id
+    }
 
 
 MAX_CACHE_BREAKPOINTS: Final = 4  # "A maximum of 4 blocks with cache_control may be provided"

@@ -34,6 +34,10 @@ or in a batch): `web_search_20250305` -> a `server_tool_use` block and a
 `web_search_tool_result` with one result, counted in `usage.server_tool_use`;
 `code_execution_20250522` -> a `server_tool_use` block and a `code_execution_tool_result`
 (one line printed). `tool_choice` `none` runs none; `{type: tool, name}` only that one.
+A request that runs web search with `[simulate:pause_turn]` in its first user text is a
+paused turn (`pauses`): the search's two blocks, no text, `stop_reason` `pause_turn` (whole,
+streamed or in a batch); the same request with that content sent back as its final
+assistant turn continues it: the text alone, no second search.
 
 A `tool_choice` that forces a call to a function the body declares (a custom tool: no
 `type`, or `custom`), `{type: any}` (its first function) or `{type: tool, name}`, is answered
@@ -107,6 +111,8 @@ _ENVELOPE_PARAMS: Final = {
     "messages": [{"role": "user", "content": "x"}],
 }
 _INVALID: Final = "_invalid"
+# In the first user text of a request that runs web search: the turn is paused once (docs/providers.md).
+PAUSE_TRIGGER: Final = "[simulate:pause_turn]"
 # Server tools the emulator runs (deterministically): Anthropic's tool name -> its tool types.
 SERVER_TOOLS: Final[dict[str, str]] = {"web_search": "web_search_", "code_execution": "code_execution_"}
 # The content types Anthropic answers with: a stream's, and a batch's results file's.
@@ -232,12 +238,17 @@ class AnthropicEmulator:
             self.vendor.route(method, pattern)(self._checked(handler))
 
     def _checked(self, handler: Handler) -> Handler:
-        """Every route: a provider listed as down drops the connection; a request without
-        `anthropic-version` is refused, as the API refuses it."""
+        """Every route: a provider listed as down drops the connection; a request without a
+        key (401 authentication_error) or without `anthropic-version` (400) is refused, as
+        the API refuses it. Any key is taken, as `x-api-key` (the adapter's) or as
+        `Authorization: Bearer` (the `anthropic` SDK 2.14's)."""
 
         def checked(request: Request) -> Reply:
             if self.provider in self.behaviour.config.providers_down:
                 return Reply.dropped()
+            bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not request.headers.get("x-api-key") and not bearer:
+                return error_reply(401, "authentication_error", "x-api-key header is required")
             if not request.headers.get("anthropic-version"):
                 return error_reply(400, "invalid_request_error", "anthropic-version: header is required")
             return handler(request)
@@ -383,15 +394,20 @@ class AnthropicEmulator:
                 "stop_sequence": None,
                 "usage": usage,
             }
+        paused = pauses(work, tools)
+        if not paused and PAUSE_TRIGGER in _first_user_text(work):
+            tools = tuple(t for t in tools if t != "web_search")  # the paused turn searched
         if "web_search" in tools:
             usage["server_tool_use"] = {"web_search_requests": 1, "web_fetch_requests": 0}
+        text = [] if paused else [{"type": "text", "text": answer.content}]
+        stop = "pause_turn" if paused else "max_tokens" if answer.finish == "length" else "end_turn"
         return {
             "id": f"msg_{answer.ident}",
             "type": "message",
             "role": "assistant",
             "model": work.model,
-            "content": [*server_tool_blocks(work, answer, tools), {"type": "text", "text": answer.content}],
-            "stop_reason": "max_tokens" if answer.finish == "length" else "end_turn",
+            "content": [*server_tool_blocks(work, answer, tools), *text],
+            "stop_reason": stop,
             "stop_sequence": None,
             "usage": usage,
         }
@@ -407,7 +423,8 @@ class AnthropicEmulator:
         start = {**whole, "content": [], "stop_reason": None, "usage": {**whole["usage"], "output_tokens": 1}}
         start["usage"].pop("server_tool_use", None)
         yield config.ttft_seconds, sse("message_start", {"type": "message_start", "message": start})
-        *used, _text = whole["content"]
+        paused = whole["stop_reason"] == "pause_turn"
+        used = whole["content"] if paused else whole["content"][:-1]  # all but the text
         for index, block in enumerate(used):
             opened = {**block, "input": {}} if block["type"] == "server_tool_use" else block
             start_event = {"type": "content_block_start", "index": index, "content_block": opened}
@@ -417,7 +434,17 @@ class AnthropicEmulator:
                 event = {"type": "content_block_delta", "index": index, "delta": delta}
                 yield 0.0, sse("content_block_delta", event)
             yield 0.0, sse("content_block_stop", {"type": "content_block_stop", "index": index})
-        text_at = len(used)
+        if not paused:
+            yield from self._text_events(len(used), answer)
+        finish = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
+        usage = {"output_tokens": answer.completion_tokens}
+        if "server_tool_use" in whole["usage"]:
+            usage["server_tool_use"] = whole["usage"]["server_tool_use"]
+        yield 0.0, sse("message_delta", {"type": "message_delta", "delta": finish, "usage": usage})
+        yield 0.0, sse("message_stop", {"type": "message_stop"})
+
+    def _text_events(self, text_at: int, answer: Answer) -> Iterator[tuple[float, bytes]]:
+        """The answer's text block, streamed as text_deltas."""
         text_block = {"type": "text", "text": ""}
         opening = {"type": "content_block_start", "index": text_at, "content_block": text_block}
         yield 0.0, sse("content_block_start", opening)
@@ -425,14 +452,8 @@ class AnthropicEmulator:
         for piece in answer.pieces:
             delta = {"type": "text_delta", "text": piece}
             event = {"type": "content_block_delta", "index": text_at, "delta": delta}
-            yield config.inter_token_seconds, sse("content_block_delta", event)
+            yield self.behaviour.config.inter_token_seconds, sse("content_block_delta", event)
         yield 0.0, sse("content_block_stop", {"type": "content_block_stop", "index": text_at})
-        finish = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
-        usage = {"output_tokens": answer.completion_tokens}
-        if "server_tool_use" in whole["usage"]:
-            usage["server_tool_use"] = whole["usage"]["server_tool_use"]
-        yield 0.0, sse("message_delta", {"type": "message_delta", "delta": finish, "usage": usage})
-        yield 0.0, sse("message_stop", {"type": "message_stop"})
 
     def _call_events(self, work: Work, answer: Answer, call: dict[str, Any]) -> Iterator[tuple[float, bytes]]:
         """The stream of a forced call, as the API streams a `tool_use` block: the block
@@ -636,6 +657,19 @@ def server_tools(body: Mapping[str, Any]) -> tuple[str, ...]:
     if kind == "tool" and isinstance(choice, Mapping):
         return tuple(n for n in declared if n == choice.get("name"))
     return tuple(declared)
+
+
+def pauses(work: Work, tools: tuple[str, ...]) -> bool:
+    """Whether this answer is a paused turn (`[simulate:pause_turn]` in the first user text
+    of a request that runs web search): the search's blocks and no text, stop_reason
+    `pause_turn`. A request whose final assistant turn carries a web search result (the
+    paused content sent back, as the API asks) continues it: text, and no search again."""
+    if "web_search" not in tools or PAUSE_TRIGGER not in _first_user_text(work):
+        return False
+    last = work.messages[-1] if work.messages else {}
+    content = last.get("content")
+    blocks = content if last.get("role") == "assistant" and isinstance(content, list) else []
+    return not any(isinstance(b, Mapping) and b.get("type") == "web_search_tool_result" for b in blocks)
 
 
 def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:

@@ -197,7 +197,10 @@ def test_message_cut_at_max_tokens_finishes_with_length() -> None:
     result = t.message_result("seq-0", fixture("message_max_tokens.json")["body"])
     assert result.output is not None and result.output["finish_reason"] == "length"
     assert t.finish_reason("model_context_window_exceeded") == "length"
-    assert [t.finish_reason(r) for r in ("end_turn", "stop_sequence", "pause_turn", None)] == ["stop"] * 4
+    assert [t.finish_reason(r) for r in ("end_turn", "stop_sequence", None)] == ["stop"] * 3
+    # A paused turn is no answer (test_provider_anthropic_paused_turns.py): never a `stop`.
+    paused = {**fixture("message.json")["body"], "stop_reason": "pause_turn"}
+    assert t.message_result("seq-0", paused).transient_failure
     assert t.finish_reason("tool_use") == "tool_calls"  # OpenAI's reason for a function call
     assert t.finish_reason("refusal") == "content_filter"
 

@@ -7,7 +7,8 @@ the local emulator's is http://127.0.0.1:<port>/anthropic): the adapters' paths 
 /v1. Every call carries the operator's key (`x-api-key`, from the provider's secret), the
 pinned API version and the betas the adapter's server tools need (BETAS). A request without
 an output limit is sent with its lane's `max_output_tokens`, read from the built-in catalog
-when the adapter is built.
+when the adapter is built. A non-2xx answer maps as providers/http.py says, except an account
+out of credit (`transform.status_error`): the lane is unavailable.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Final
 
 import httpx
 
+import batchroute.providers.anthropic.transform as transform
 from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMessages
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import VendorHttp
@@ -41,7 +43,9 @@ def vendor_http(
     }
     if api_key:
         headers["x-api-key"] = api_key
-    return endpoint.http(API_VERSION, DEFAULT_BASE_URL, headers, transport=transport)
+    return endpoint.http(
+        API_VERSION, DEFAULT_BASE_URL, headers, transport=transport, status_errors=transform.status_error
+    )
 
 
 def make_sync(

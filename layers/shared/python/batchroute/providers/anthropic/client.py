@@ -6,7 +6,8 @@ to the API function's cold start.
 
 Calls (paths under the base URL, https://api.anthropic.com by default):
 
-    AnthropicMessages.complete   POST /v1/messages
+    AnthropicMessages.complete   POST /v1/messages (again with the paused content, while
+                                 the API pauses the turn: at most MAX_CONTINUATIONS more)
     AnthropicMessages.stream     POST /v1/messages, stream: true (server-sent events)
     AnthropicMessages.check      GET  /v1/models
     AnthropicBatches.submit      POST /v1/messages/batches {requests: [{custom_id, params}]}
@@ -21,6 +22,7 @@ them).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -35,8 +37,8 @@ MODELS_PAGE = "1000"  # the most GET /v1/models lists at once
 
 class _Adapter:
     """What both adapters hold: the slug, the vendor HTTP, and the output limit a request
-    without one is sent with: its lane's `max_output_tokens` (by catalog model id), else the
-    default an item gets."""
+    without one is sent with (and one asking for more is capped at): its lane's
+    `max_output_tokens` (by catalog model id), else the default an item gets."""
 
     def __init__(
         self, slug: str, http: VendorHttp, *, output_limits: Mapping[str, int] | None = None
@@ -48,6 +50,14 @@ class _Adapter:
     def default_max_tokens(self, request: base.ProviderRequest) -> int:
         return self.output_limits.get(request.model) or DEFAULT_OUTPUT_TOKENS
 
+    def within_limit(self, request: base.ProviderRequest) -> base.ProviderRequest:
+        """`request`, asking for at most its lane's output limit (the model's, which the API
+        refuses a `max_tokens` over with a 400), as the lane runner already caps it."""
+        limit = self.output_limits.get(request.model)
+        if limit and request.max_output_tokens > limit:
+            return replace(request, max_output_tokens=limit)
+        return request
+
 
 class AnthropicMessages(_Adapter):
     """The per-item adapter (SyncProvider): one Messages call per request."""
@@ -55,13 +65,24 @@ class AnthropicMessages(_Adapter):
     def body(self, request: base.ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
         """The Messages body this adapter sends for `request` (refused ones raise)."""
         return transform.messages_body(
-            request, default_max_tokens=self.default_max_tokens(request), stream=stream
+            self.within_limit(request), default_max_tokens=self.default_max_tokens(request), stream=stream
         )
 
     def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
+        """One answer; a turn the API paused (`pause_turn`: a server tool loop ran long) is
+        continued by sending its content back, up to MAX_CONTINUATIONS times, the rounds
+        then making one answer (their content in order, their usage added up). A turn
+        still paused after them is a transient failure (`turn_paused`)."""
         body = self.body(request)
-        answer = self.http.request_json("POST", transform.MESSAGES_PATH, json_body=body)
-        return transform.message_result(request.custom_id, answer)
+        rounds = [self._message(body)]
+        while (
+            rounds[-1].get("stop_reason") == transform.PAUSED and len(rounds) <= transform.MAX_CONTINUATIONS
+        ):
+            rounds.append(self._message(transform.continued_body(body, rounds)))
+        return transform.message_result(request.custom_id, transform.joined_message(rounds))
+
+    def _message(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.http.request_json("POST", transform.MESSAGES_PATH, json_body=body))
 
     def stream(self, request: base.ProviderRequest) -> Iterator[base.StreamEvent]:
         # Built now, so a refused request raises from this call, before any byte is awaited.
@@ -81,6 +102,9 @@ class AnthropicMessages(_Adapter):
                 if delta is not None:
                     yield delta
                 if acc.done:
+                    if acc.message.get("stop_reason") == transform.PAUSED:  # not continued: no answer
+                        paused = transform.paused_error()
+                        raise base.TransientProviderError(paused.message, code=paused.code)
                     yield base.StreamEnd(acc.result())
                     return
         raise base.TransientProviderError(
@@ -100,7 +124,10 @@ class AnthropicBatches(_Adapter):
 
     def batch_body(self, requests: Iterable[base.ProviderRequest]) -> dict[str, Any]:
         """The Message Batches body this adapter sends for `requests` (refused ones raise)."""
-        lines = [transform.batch_request(r, default_max_tokens=self.default_max_tokens(r)) for r in requests]
+        lines = [
+            transform.batch_request(self.within_limit(r), default_max_tokens=self.default_max_tokens(r))
+            for r in requests
+        ]
         if not lines:
             raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
         return {"requests": lines}

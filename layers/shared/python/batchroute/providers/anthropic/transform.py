@@ -59,7 +59,10 @@ Anthropic -> ours (the normalized output, providers/base.py):
                                              function: {name, arguments: JSON text}}]
     stop_reason max_tokens, or
       model_context_window_exceeded       -> finish_reason length; tool_use -> tool_calls;
-                                             refusal -> content_filter; any other -> stop
+                                             refusal -> content_filter; any other -> stop;
+                                             pause_turn: no answer, a transient failure
+                                             `turn_paused` (the sync client continues the turn
+                                             first: continued_body, joined_message)
     a stream's tool_use content_block_start
       and input_json_delta fragments      -> StreamDelta.tool_calls (index: the call's place
                                              among the answer's tool_use blocks)
@@ -73,6 +76,9 @@ Anthropic -> ours (the normalized output, providers/base.py):
                                              does not count, by its server_tool_use blocks
     the message itself                    -> raw
     an error's type                       -> ERROR_TYPES: our code, and whether it is transient
+    a non-2xx answer                      -> status_error: providers/http.py's mapping, an
+                                             account out of credit (402, billing_error, "credit
+                                             balance is too low") ProviderUnavailable
 
 Message Batches: a request line is {custom_id, params: the Messages body}; a batch's
 processing_status in_progress / canceling -> in_progress, ended -> completed (expired when
@@ -84,7 +90,7 @@ and canceled -> transient failures, so the lane runner resubmits them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -98,9 +104,20 @@ from batchroute.providers.conversation import (
     data_url_parts,
 )
 from batchroute.providers.hosted_tools import runnable, vendor_tool
+from batchroute.providers.http import error_for_status, vendor_error_codes, vendor_message
 
 MESSAGES_PATH: Final = "/v1/messages"
 BATCHES_PATH: Final = "/v1/messages/batches"
+# Our code for an account that cannot serve until a human acts (providers/http.py's, as
+# OpenAI's 429 insufficient_quota gives it): the lane runner marks the provider's lanes down.
+ACCOUNT_DOWN: Final = "insufficient_quota"
+# What a 400 `invalid_request_error` says when the account has no credit left.
+NO_CREDIT: Final = "credit balance is too low"
+# A server-tool turn the API paused (the web search or code execution loop ran long): the
+# answer is not whole. The turn is continued by sending the paused content back
+# (`continued_body`), at most this many times per item.
+PAUSED: Final = "pause_turn"
+MAX_CONTINUATIONS: Final = 3
 
 # Anthropic's error types (an error body's, a stream's `error` event's, an errored batch
 # result's `error.type`) -> (our code, transient). Unknown types are permanent.
@@ -108,7 +125,9 @@ ERROR_TYPES: Final[dict[str, tuple[str, bool]]] = {
     "invalid_request_error": ("provider_rejected", False),
     "authentication_error": ("provider_auth_failed", False),
     "permission_error": ("provider_auth_failed", False),
-    "billing_error": ("provider_billing", False),
+    # The account is out of credit: waiting does not clear it, the lane fails over (as a
+    # 402 or a 400 "credit balance is too low" does, `status_error`).
+    "billing_error": (ACCOUNT_DOWN, True),
     "not_found_error": ("not_found", False),
     "request_too_large": ("provider_rejected", False),
     "rate_limit_error": ("rate_limited", True),
@@ -599,7 +618,10 @@ def _services() -> dict[str, str]:
 
 
 def message_result(custom_id: str, message: Mapping[str, Any]) -> base.ProviderResult:
-    """A `message` as our normalized message."""
+    """A `message` as our normalized message; a paused one (stop_reason `pause_turn`) is not
+    an answer: a transient failure, `turn_paused`."""
+    if message.get("stop_reason") == PAUSED:
+        return base.ProviderResult.failure(custom_id, paused_error(), raw=dict(message))
     blocks = [b for b in message.get("content") or [] if isinstance(b, Mapping)]
     output: dict[str, Any] = {
         "type": "message",
@@ -622,6 +644,64 @@ def message_result(custom_id: str, message: Mapping[str, Any]) -> base.ProviderR
     return base.ProviderResult(custom_id, "completed", output=output, raw=dict(message), usage=usage)
 
 
+def paused_error() -> base.ItemError:
+    """Why a paused turn is no answer: its server tool loop stopped before the model wrote
+    one. Transient: the lane runner tries the item again (or fails it over), and a paused
+    turn is never stored, nor billed, as a completed answer."""
+    return base.ItemError(
+        "turn_paused",
+        "Anthropic paused the turn before it ended (stop_reason pause_turn): the answer is incomplete",
+        transient=True,
+    )
+
+
+def continued_body(body: Mapping[str, Any], paused: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The body that continues a paused turn, as Anthropic's server tools guide says: the
+    same request, its final assistant turn carrying the content of every paused round so
+    far, as the API gave it (after the request's own prefill, if it had one); and the code
+    execution container the turn ran in, when the API named one."""
+    rounds = list(paused)
+    blocks = [dict(b) for m in rounds for b in m.get("content") or [] if isinstance(b, Mapping)]
+    messages = [dict(m) for m in body["messages"]]
+    if messages and messages[-1].get("role") == "assistant":
+        given = messages[-1].get("content")
+        begun = [{"type": "text", "text": given}] if isinstance(given, str) and given else given or []
+        messages[-1] = {**messages[-1], "content": [*begun, *blocks]}
+    else:
+        messages.append({"role": "assistant", "content": blocks})
+    continued = {**body, "messages": messages}
+    container = _mapping(rounds[-1].get("container")).get("id") if rounds else None
+    if isinstance(container, str) and container:
+        continued["container"] = container
+    return continued
+
+
+def joined_message(rounds: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """A turn answered over several rounds (a paused turn and its continuations) as one
+    message: the last round's, with every round's content blocks in order and their usage
+    added up (each round's input and output tokens and server tool uses were billed)."""
+    if len(rounds) == 1:
+        return rounds[0]
+    content = [b for m in rounds for b in m.get("content") or []]
+    usage = summed_usage([_mapping(m.get("usage")) for m in rounds])
+    return {**rounds[-1], "content": content, "usage": usage}
+
+
+def summed_usage(usages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Usage objects added up: counts summed (nested ones, `server_tool_use` and
+    `cache_creation`, too), anything else (`service_tier`) as the last one said."""
+    total: dict[str, Any] = {}
+    for usage in usages:
+        for key, value in usage.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                total[key] = int(total.get(key) or 0) + value
+            elif isinstance(value, Mapping):
+                total[key] = summed_usage([_mapping(total.get(key)), value])
+            elif value is not None or key not in total:
+                total[key] = value
+    return total
+
+
 def item_error(body: Mapping[str, Any]) -> base.ItemError:
     """Our error for an Anthropic error body, `{type: error, error: {type, message}}`."""
     error = _mapping(body.get("error"))
@@ -634,6 +714,8 @@ def stream_error(event: Mapping[str, Any]) -> base.ProviderError:
     """What a stream's `error` event raises: an `overloaded_error` is transient, as over HTTP."""
     error = item_error(event)
     message = f"Anthropic broke off the stream: {error.message}"
+    if error.code == ACCOUNT_DOWN:
+        return base.ProviderUnavailable(message, code=error.code)
     if error.transient:
         return base.TransientProviderError(message, code=error.code)
     return base.PermanentProviderError(message, code=error.code)
@@ -782,6 +864,22 @@ def batch_line_result(line: Mapping[str, Any]) -> base.ProviderResult | None:
         )
     body = _mapping(result.get("error"))  # errored: an error body, as an HTTP answer's
     return base.ProviderResult.failure(custom_id, item_error(body), raw=dict(body) if body else None)
+
+
+# -- errors --------------------------------------------------------------------------------
+def status_error(
+    status: int, headers: Mapping[str, str], body: bytes | str | None, *, vendor: str
+) -> base.ProviderError:
+    """A non-2xx answer as a provider error: the shared mapping (providers/http.py), except
+    an account out of credit: a 402 (the SDK's PaymentRequiredError), a 4xx of type
+    `billing_error`, or a 400 saying "Your credit balance is too low". Waiting does not clear
+    it, so the lane is unavailable (ProviderUnavailable `insufficient_quota`, as OpenAI's
+    429 insufficient_quota): the items fail over and the provider's lanes are marked down."""
+    said = vendor_message(body)
+    no_credit = status == 402 or (400 <= status < 500 and "billing_error" in vendor_error_codes(body))
+    if no_credit or (status == 400 and NO_CREDIT in said.lower()):
+        return base.ProviderUnavailable(f"{vendor} answered {status}: {said}", code=ACCOUNT_DOWN)
+    return error_for_status(status, headers, body, vendor=vendor)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
