@@ -29,12 +29,16 @@ botocore's service model with the limits it documents, the service's own rules, 
 native bodies), the same check the adapter's tests run: a request the contract refuses is
 AWS's 400 ValidationException ("N validation errors detected: ..."), a record it refuses an
 error record ({errorCode: 400, errorMessage: "Malformed input request: ..."}). An unknown
-model is refused too. Converse's `cachePoint` blocks write to and read from the prompt cache
-(cache.py: `cacheReadInputTokens`, `cacheWriteInputTokens`); on a non-Claude model they are
-refused. Faults from behaviour.py: fail -> 400 ValidationException; transient
-and 5xx -> 500 InternalServerException; rate_limited -> 429 ThrottlingException; overloaded
--> 503 ServiceUnavailableException; down -> the connection dropped; reset -> the event
-stream reset after its first delta; timeout -> no first byte.
+model is refused too, and so is Converse or ConverseStream on the bare id of a model the
+emulated region serves on demand only through a cross-region inference profile (PROFILE_ONLY:
+AWS's ValidationException "Invocation of model ID ... with on-demand throughput isn't
+supported. ...", its apostrophe U+2019; the `us.` profile id is answered). Converse's
+`cachePoint` blocks write to and read from the prompt cache (cache.py:
+`cacheReadInputTokens`, `cacheWriteInputTokens`); on a non-Claude model they are refused.
+Faults from behaviour.py: fail -> 400 ValidationException; transient and 5xx -> 500
+InternalServerException; rate_limited -> 429 ThrottlingException; overloaded -> 503
+ServiceUnavailableException; down -> the connection dropped; reset -> the event stream reset
+after its first delta; timeout -> no first byte.
 
 A Converse / ConverseStream body that forces a tool call (`toolConfig.toolChoice` `{any: {}}`:
 its first tool; `{tool: {name}}`: that one, if declared) is answered with that call
@@ -85,6 +89,28 @@ DEFAULT_MODELS: Final = (
     "meta.llama3-1-70b-instruct-v1:0",
 )
 _GEO: Final = re.compile(r"^(?:us|eu|apac|us-gov|global|jp|au|ca)\.")
+# Models a region serves on demand only through a cross-region inference profile (the model
+# id with its geography in front: `us.meta.llama3-3-70b-instruct-v1:0`): Converse and
+# ConverseStream on the bare id (or its foundation-model ARN) there are refused with
+# ValidationException ON_DEMAND_UNSUPPORTED. By region; the emulator's region's row applies.
+#   meta.llama3-3-70b-instruct-v1:0, us-east-1: AWS's model card "Llama 3.3 70B Instruct"
+#     (docs.aws.amazon.com/bedrock/latest/userguide/model-card-meta-llama-3-3-70b-instruct.html),
+#     Regional availability: us-east-1 In-Region no, Geo yes (us-east-2 alone serves it
+#     in-Region); geo inference id us.meta.llama3-3-70b-instruct-v1:0.
+#   anthropic.claude-3-5-haiku-20241022-v1:0, us-east-1: AWS's sample aws-samples/
+#     bedrock-engineer, src/main/api/bedrock/models.ts (Claude 3.5 Haiku: in-Region
+#     us-west-2 only; cross-region us-east-1, us-east-2, us-west-2); sblakey/
+#     llm-bedrock-anthropic#18 registers it by its `us.` profile id; Anthropic's "Claude on
+#     Amazon Bedrock" lists its `us` profile (and no other).
+PROFILE_ONLY: Final[Mapping[str, frozenset[str]]] = {
+    "us-east-1": frozenset({"anthropic.claude-3-5-haiku-20241022-v1:0", "meta.llama3-3-70b-instruct-v1:0"}),
+}
+# AWS's message, verbatim (with its typographic apostrophe), as users quote it (e.g.
+# anthropics/anthropic-sdk-python#894, aws-samples/bedrock-multi-agents-collaboration-workshop#21).
+ON_DEMAND_UNSUPPORTED: Final = (
+    "Invocation of model ID {model} with on-demand throughput isn\u2019t supported. Retry your "
+    "request with the ID or ARN of an inference profile that contains this model."
+)
 _JOB_ID: Final = re.compile(
     r"(?:arn:aws(?:-[^:]+)?:bedrock:[a-z0-9-]{1,20}:[0-9]{12}:model-invocation-job/)?([a-z0-9]{12})"
 )
@@ -251,7 +277,7 @@ class BedrockEmulator:
             body = request.json()
         except ValueError:
             return error_reply(400, "ValidationException", "The request body is not valid JSON.")
-        invalid = self._invalid_model(model)
+        invalid = self._invalid_model(model) or self._on_demand_refusal(model)
         if invalid:
             return error_reply(400, "ValidationException", invalid)
         if not isinstance(body, dict):
@@ -350,8 +376,19 @@ class BedrockEmulator:
         )
 
     def _invalid_model(self, model: str) -> str | None:
-        if self.models and _GEO.sub("", model) not in self.models:
+        """A model none of the emulated ones is (a geography prefix looked through, on both)."""
+        if self.models and _GEO.sub("", model) not in {_GEO.sub("", m) for m in self.models}:
             return "The provided model identifier is invalid."
+        return None
+
+    def _on_demand_refusal(self, model: str) -> str | None:
+        """AWS's refusal of an on-demand call on a bare model id (or its foundation-model ARN)
+        that the emulated region serves only through an inference profile (PROFILE_ONLY)."""
+        name = (
+            model.rsplit("/", 1)[-1] if model.startswith("arn:") and ":foundation-model/" in model else model
+        )
+        if name in PROFILE_ONLY.get(self.region, frozenset()):
+            return ON_DEMAND_UNSUPPORTED.format(model=model)
         return None
 
     # -- the control plane ------------------------------------------------------------------

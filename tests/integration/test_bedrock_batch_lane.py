@@ -28,7 +28,8 @@ from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer
 
-CLAUDE = "anthropic.claude-3-5-haiku-20241022-v1:0"
+# The catalog's id: us-east-1 serves Claude 3.5 Haiku on demand only through its US profile.
+CLAUDE = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
 BUCKET = "batchroute-bedrock-batch"
 ROLE = "arn:aws:iam::123456789012:role/batchroute-bedrock-batch"
 REGION = "us-east-1"

@@ -334,7 +334,8 @@ def test_gemini_caches_nothing_below_its_minimum_or_on_older_models(gemini_serve
 
 
 # -- Bedrock Converse: cachePoint blocks ----------------------------------------------------------
-BEDROCK_CLAUDE, LLAMA = "anthropic.claude-3-5-haiku-20241022-v1:0", "meta.llama3-1-70b-instruct-v1:0"
+# Claude 3.5 Haiku by its US inference profile: us-east-1 refuses its bare id on demand.
+BEDROCK_CLAUDE, LLAMA = "us.anthropic.claude-3-5-haiku-20241022-v1:0", "meta.llama3-1-70b-instruct-v1:0"
 POINT = {"cachePoint": {"type": "default"}}
 
 

@@ -31,6 +31,12 @@ How a failure maps (as providers/http.py maps HTTP answers):
       ModelErrorException
     ValidationException, ResourceNotFoundException,        PermanentProviderError (item fails)
       AccessDeniedException for a model not enabled
+    ValidationException "... with on-demand throughput     ProviderUnavailable
+      isn't supported ..." (the model wants an             inference_profile_required (the
+      inference profile id)                                lane fails over)
+    stopReason malformed_model_output, malformed_tool_use  a transient failure (complete) or
+                                                           TransientProviderError (stream)
+                                                           model_output_malformed (retried)
     AccessDeniedException otherwise, bad credentials       ProviderUnavailable provider_auth_failed
     EndpointConnectionError, ConnectTimeoutError, a        ProviderUnavailable provider_unreachable
       connection closed before any answer
@@ -302,7 +308,10 @@ class BedrockConverse:
             raise base.TransientProviderError(
                 f"{self.slug} ended the stream without messageStop", code="stream_interrupted"
             )
-        yield base.StreamEnd(acc.result())
+        result = acc.result()
+        if result.error is not None:  # the stream's answer is not whole (malformed_*)
+            raise base.TransientProviderError(result.error.message, code=result.error.code)
+        yield base.StreamEnd(result)
 
     def stream_read_timeout(self, request: base.ProviderRequest) -> float:
         """botocore has one read time-out for every read of a response, the first and each

@@ -51,7 +51,9 @@ no call of the turn before, or a call the next turn does not answer (invalid_too
 Bedrock -> ours: output.message.content text blocks joined -> output.content; toolUse blocks
 -> output.tool_calls (OpenAI's form); stopReason max_tokens (or
 model_context_window_exceeded) -> finish_reason `length`, tool_use -> `tool_calls`,
-guardrail_intervened / content_filtered -> `content_filter`, anything else `stop` (a stream's
+guardrail_intervened / content_filtered -> `content_filter`, malformed_model_output /
+malformed_tool_use (output the service could not parse) -> a transient failure
+`model_output_malformed` (tried again, never a finished answer), anything else `stop` (a stream's
 toolUse contentBlockStart and toolUse input deltas -> StreamDelta.tool_calls, OpenAI's form);
 usage.inputTokens (+ cacheReadInputTokens, cacheWriteInputTokens: the cached_input_tokens and
 cache_write_input_tokens) / outputTokens -> Usage; `raw` is the Converse response without
@@ -208,6 +210,18 @@ _AUTH: Final = frozenset(
 _MODEL_ACCESS: Final = re.compile(
     r"access to the model|model access|not (?:been )?enabled|use case details", re.IGNORECASE
 )
+# ValidationException "Invocation of model ID <id> with on-demand throughput isn't supported.
+# Retry your request with the ID or ARN of an inference profile that contains this model."
+# (AWS writes the apostrophe as U+2019): the lane names a model the region
+# serves on demand only through a cross-region inference profile (`us.` + the model id).
+# No item of the lane can succeed until its model id is corrected: the lane is unavailable
+# and its items fail over, rather than each failing for good.
+_PROFILE_REQUIRED: Final = re.compile(r"on-demand throughput isn.t supported", re.IGNORECASE)
+# Converse stop reasons that say the service could not parse what the model produced
+# (botocore's bedrock-runtime StopReason: malformed_model_output, malformed_tool_use): the
+# answer is not whole, so it is a transient failure (the item is tried again, or fails
+# over), never stored and billed as a finished answer.
+MALFORMED_STOPS: Final = frozenset({"malformed_model_output", "malformed_tool_use"})
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -233,6 +247,8 @@ def aws_error(
         return base.ProviderUnavailable(text, code="provider_auth_failed")
     if name in _AUTH:
         return base.ProviderUnavailable(text, code="provider_auth_failed")
+    if name == "ValidationException" and _PROFILE_REQUIRED.search(message):
+        return base.ProviderUnavailable(text, code="inference_profile_required")
     if name in _PERMANENT:
         return base.PermanentProviderError(text, code=_PERMANENT[name])
     if status:
@@ -653,6 +669,17 @@ def finish_reason(stop_reason: object) -> base.FinishReason:
     return "stop"
 
 
+def malformed_output(stop_reason: object) -> base.ItemError | None:
+    """The transient failure a malformed_* stop reason stands for (None for any other)."""
+    if stop_reason not in MALFORMED_STOPS:
+        return None
+    return base.ItemError(
+        "model_output_malformed",
+        f"Bedrock could not parse the model's output (stopReason {stop_reason})",
+        transient=True,
+    )
+
+
 def converse_usage(usage: object) -> base.Usage:
     """Converse's TokenUsage: `inputTokens` leaves out the cache reads and writes
     (`cacheReadInputTokens`, `cacheWriteInputTokens`), which were input too."""
@@ -669,8 +696,12 @@ def converse_usage(usage: object) -> base.Usage:
 
 
 def converse_result(custom_id: str, response: Mapping[str, Any]) -> base.ProviderResult:
-    """A Converse answer as our normalized message."""
+    """A Converse answer as our normalized message; a transient failure for an answer the
+    service could not parse (`malformed_output`)."""
     raw = jsonable({k: v for k, v in response.items() if k != "ResponseMetadata"})
+    malformed = malformed_output(response.get("stopReason"))
+    if malformed is not None:
+        return base.ProviderResult.failure(custom_id, malformed, raw=raw)
     message = _mapping(_mapping(response.get("output")).get("message"))
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -811,6 +842,9 @@ class StreamAccumulator:
             "usage": converse_usage_body(self.usage),
             "metrics": jsonable(self.metrics),
         }
+        malformed = malformed_output(stop)
+        if malformed is not None:
+            return base.ProviderResult.failure(self.custom_id, malformed, raw=raw)
         output = _message(content, finish_reason(stop), calls)
         return base.ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)
 
