@@ -221,6 +221,30 @@ def test_each_sweep_takes_a_bounded_page(
     assert sweep_at(wiring, clock, T0 + GRACE + 3 * SECOND) == []
 
 
+def test_kept_batches_rechecks_never_delay_another_batchs_reclaim(
+    settings: Settings, clock: FixedClock, org: TestOrg, local_aws: LocalStack
+) -> None:
+    # Given a sweeper that takes 2 batches per run, an org keeping 3 batches until deleted
+    # (looked at once after the grace window, so each is re-checked a day later) ...
+    wiring = wiring_for(settings.model_copy(update={"retention_sweep_batches": 2}), clock)
+    set_retention(wiring, org.org_id, {"retention_tier": "until_deleted"})
+    kept = [finished_batch(wiring, local_aws, org.org_id) for _ in range(3)]
+    sweep_at(wiring, clock, T0 + GRACE + SECOND)
+    sweep_at(wiring, clock, T0 + GRACE + 2 * SECOND)
+    # ... and another org's grace_only batch whose window ends after those re-checks are due
+    move(clock, T0 + timedelta(hours=30))
+    other = finished_batch(wiring, local_aws, new_org(credit_usd="5").org_id)
+    # When the first sweep after its window runs (the 3 re-checks are older than it)
+    reclaimed = sweep_at(wiring, clock, T0 + timedelta(hours=30) + GRACE + SECOND)
+    # Then its bytes went in that sweep: re-checks take only the room reclaims leave
+    assert reclaimed == [other]
+    assert all(reclaimed_at(wiring, batch_id) is None for batch_id in kept)
+    # And the kept batches are still re-checked (kept again), in the sweeps after
+    for n in range(2, 4):
+        assert sweep_at(wiring, clock, T0 + timedelta(hours=30) + GRACE + n * SECOND) == []
+    assert all(reclaimed_at(wiring, batch_id) is None for batch_id in kept)
+
+
 def test_a_sweep_that_died_half_way_is_finished_by_the_next(
     wiring: Wiring, clock: FixedClock, org: TestOrg, local_aws: LocalStack
 ) -> None:

@@ -48,18 +48,25 @@ class FakeIndex:
         self.batches = batches
         self.entries: dict[str, str] = {}  # batch id -> entry (review_at#id)
         self.marked: dict[str, str] = {}
+        self.rechecks: set[str] = set()  # entries moved to a re-check, not a reclaim time
 
     def add(self, batch_id: str, review_at: datetime) -> None:
         self.entries[batch_id] = f"{isoformat(review_at)}#{batch_id}"
 
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
-        due = sorted((entry, batch_id) for batch_id, entry in self.entries.items() if entry < now_iso)
-        return [(batch_id, entry) for entry, batch_id in due[:limit]]
+        # as the adapter: entries at their reclaim time first, then re-checks, each oldest first
+        due = sorted(
+            (batch_id in self.rechecks, entry, batch_id)
+            for batch_id, entry in self.entries.items()
+            if entry < now_iso
+        )
+        return [(batch_id, entry) for _, entry, batch_id in due[:limit]]
 
-    def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool:
+    def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str, recheck: bool = False) -> bool:
         if self.entries.get(batch_id) != seen:
             return False
         self.entries[batch_id] = f"{review_at}#{batch_id}"
+        (self.rechecks.add if recheck else self.rechecks.discard)(batch_id)
         return True
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool:

@@ -58,6 +58,9 @@ from batchroute.transactions import TransactItem
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
+# ... while the entry is a kept batch's re-check, not its reclaim time: a sweep serves it after
+# the due reclaims, so no number of kept batches delays another's bytes going.
+REVIEW_PARTITION = "RECLAIM_REVIEW"
 # A created batch whose workflow has not been seen to start: `BATCH#<id>`/`START` on gsi2
 # under `START`, sorted by creation, written by the create transaction and removed once the
 # start is recorded (the sweeper starts what is left: services/batches/launch.py).
@@ -219,23 +222,35 @@ class BatchRecords(DynamoStore):
         self.dynamodb.put_item(TableName=self.table_name, Item=to_item(entry))
 
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
-        """`(batch_id, entry)` of the batches whose review time is before `now_iso`, oldest
-        first, at most `limit` (one Query on the keys-only index; `entry` is its sort key)."""
+        """`(batch_id, entry)` of the batches whose review time is before `now_iso`, at most
+        `limit`: those due to be reclaimed first, oldest first, then re-checks of kept
+        batches with the room left (a keys-only index Query each; `entry` is the sort key)."""
+        due = self._due(RECLAIM_PARTITION, now_iso, limit)
+        if len(due) < limit:
+            due += self._due(REVIEW_PARTITION, now_iso, limit - len(due))
+        return due
+
+    def _due(self, partition: str, now_iso: str, limit: int) -> list[tuple[str, str]]:
         response = self.dynamodb.query(
-            **index_before(self.table_name, "gsi2", RECLAIM_PARTITION, now_iso, Limit=limit)
+            **index_before(self.table_name, "gsi2", partition, now_iso, Limit=limit)
         )
         return [
             (item["pk"]["S"].removeprefix("BATCH#"), item["gsi2sk"]["S"])
             for item in response.get("Items", [])
         ]
 
-    def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool:
-        """Move the entry to `review_at`, only if it is still the `seen` one (concurrent sweeps)."""
+    def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str, recheck: bool = False) -> bool:
+        """Move the entry to `review_at` (a re-check of a kept batch's settings, `recheck`, or
+        its reclaim time), only if it is still the `seen` one (concurrent sweeps)."""
         return self.update_where(
             {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
-            "SET gsi2sk = :next",
+            "SET gsi2sk = :next, gsi2pk = :lane",
             condition="gsi2sk = :seen",
-            values={":next": f"{review_at}#{batch_id}", ":seen": seen},
+            values={
+                ":next": f"{review_at}#{batch_id}",
+                ":seen": seen,
+                ":lane": REVIEW_PARTITION if recheck else RECLAIM_PARTITION,
+            },
         )
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool:

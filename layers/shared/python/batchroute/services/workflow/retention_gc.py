@@ -3,7 +3,8 @@ org's retention window has passed (docs/retention.md).
 
 Finalize puts every batch on a sparse index (`RECLAIM`, sorted by review time) at the end
 of the free grace window, the earliest moment any tier lets bytes go. Each sweep takes at
-most `max_batches` due entries, oldest first, and decides each against the org's CURRENT
+most `max_batches` due entries, oldest first (those at their reclaim time before re-checks of
+kept batches, which wait in their own partition), and decides each against the org's CURRENT
 settings (`domain/billing/retention.py`): past its window, the batch is marked reclaimed (every read
 answers 410 from then on), then every object under its prefix except the receipt is deleted,
 then the entry is dropped; otherwise the entry moves to the batch's reclaim time, or a day
@@ -43,7 +44,9 @@ class ReclaimMarks(Protocol):
 class ReclaimIndex(BatchReader, ReclaimMarks, Protocol):
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]: ...
 
-    def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool: ...
+    def reschedule_reclaim(
+        self, batch_id: str, *, seen: str, review_at: str, recheck: bool = False
+    ) -> bool: ...
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool: ...
 
@@ -100,8 +103,9 @@ class RetentionCollector:
                 )
             until = self._until(batch, orgs[batch.org_id])
             if batch.artifacts_reclaimed_at is None and (until is None or until > now):
+                review_at = next_review(until, now=now)
                 self.index.reschedule_reclaim(
-                    batch_id, seen=seen, review_at=isoformat(next_review(until, now=now))
+                    batch_id, seen=seen, review_at=isoformat(review_at), recheck=review_at != until
                 )
                 report.deferred.append(batch_id)
                 continue
