@@ -14,7 +14,9 @@ the org's enabled delivery targets, retried on a schedule, redelivered on reques
 
 An attempt pushes only to the targets not delivered yet; each artifact streams from our
 bucket into theirs (multipart when large). Every attempt is claimed by a conditional write
-first, so repeated messages never push the same attempt twice.
+first, so repeated messages never push the same attempt twice. Retention's reclaim mark is
+read afresh before each target, and an artifact the batch names whose object is gone fails
+the target (`results_expired` once reclaimed), never skipped.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from batchroute.workflow.queues import TaskSender
 
 STEP = "deliver_bucket"  # the deliver worker's message for a retry or a redeliver
 JSONL = "application/jsonl"
+RECLAIMED = "retention reclaimed the batch's result bytes"
 
 
 class DeliveryStore(Protocol):
@@ -271,8 +274,8 @@ class BucketDelivery:
         target = self.targets.find(batch.org_id, share.target_id)
         if target is None or not target.enabled:
             return _failed(share, "target_unavailable", "the delivery target was removed or disabled")
-        if batch.artifacts_reclaimed_at:
-            return _failed(share, "results_expired", "retention reclaimed the batch's result bytes")
+        if self._reclaimed(batch):
+            return _failed(share, "results_expired", RECLAIMED)
         artifacts = batch.artifacts or ArtifactKeys()
         if not artifacts.results_key:
             # Finalize wrote nothing (it failed for good): nothing to deliver, and never
@@ -289,9 +292,11 @@ class BucketDelivery:
         try:
             bucket = self.targets.open(target)
             for name, source_key, content_type in sources:
-                stream = self.artifacts.open(source_key) if source_key else None
-                if stream is None:
-                    continue
+                if not source_key:
+                    continue  # an artifact the batch does not have (no receipt before Settle)
+                stream = self.artifacts.open(source_key)
+                if stream is None:  # named by the batch, gone from our bucket
+                    return self._missing(batch, share, name, written, sent)
                 counted = CountingReader(stream)
                 try:
                     bucket.upload(keys[name], counted, content_type=content_type)
@@ -318,6 +323,30 @@ class BucketDelivery:
             objects=tuple(written),
             bytes_delivered=sent,
         )
+
+    def _reclaimed(self, batch: BatchRecord) -> bool:
+        """Retention reclaimed the batch's bytes: its mark as stored now (the batch an attempt
+        was given may have been read before the mark)."""
+        if batch.artifacts_reclaimed_at:
+            return True
+        current = self.batches.get(batch.batch_id)
+        return current is not None and bool(current.artifacts_reclaimed_at)
+
+    def _missing(
+        self, batch: BatchRecord, share: TargetDelivery, name: str, written: list[str], sent: int
+    ) -> TargetDelivery:
+        """The share failed on an artifact the batch names whose object is gone: reclaimed by
+        retention since the attempt began (it marks the batch before deleting, so the mark is
+        there now), else removed by something else. Never skipped: the target does not have
+        every artifact. The objects this attempt already wrote stay in the target's bucket
+        (the service never deletes there) and the share lists them."""
+        if self._reclaimed(batch):
+            failed = _failed(share, "results_expired", RECLAIMED)
+        else:
+            failed = _failed(
+                share, "artifacts_missing", f"the batch's {name} artifact is missing from storage"
+            )
+        return replace(failed, objects=tuple(written), bytes_delivered=sent)
 
     def _recover(self, record: DeliveryRecord, now: datetime) -> bool:
         """An attempt whose lease ran out: record it failed (interrupted) and schedule."""
