@@ -291,6 +291,17 @@ def test_failed_attempts_follow_the_schedule_then_stop() -> None:
     assert sum(RETRY_DELAYS_SECONDS) == 74_160  # about 20.6 hours from the first attempt to the last
 
 
+def test_no_retry_is_scheduled_once_the_results_are_gone() -> None:
+    # Given an attempt whose failed targets all met retention's reclaim (nothing can succeed)
+    gone = [_share("delivered"), _share("failed", "results_expired")]
+    assert outcome(gone, attempts=1, round_start=0, now=NOW)[1] is None
+    # Then no retry; but one target that may still succeed keeps the schedule
+    mixed = [*gone, _share("failed", "AccessDenied")]
+    assert outcome(mixed, attempts=1, round_start=0, now=NOW)[1] == NOW + timedelta(
+        seconds=RETRY_DELAYS_SECONDS[0]
+    )
+
+
 def test_a_new_round_has_its_own_schedule() -> None:
     _, next_at, _ = outcome(
         [_share("failed", "x")], attempts=MAX_ATTEMPTS + 1, round_start=MAX_ATTEMPTS, now=NOW

@@ -33,6 +33,8 @@ MAX_ATTEMPTS: Final = 1 + len(RETRY_DELAYS_SECONDS)
 # above the deliver worker's 120 s time-out.
 LEASE_SECONDS: Final = 300
 INTERRUPTED: Final = "the attempt stopped before it recorded an outcome (worker time-out or crash)"
+# A target that failed for one of these reasons cannot succeed later: no retry is scheduled.
+FINAL_ERRORS: Final = frozenset({"results_expired"})  # retention reclaimed the batch's bytes
 
 
 class DeliveryErrorView(TypedDict):
@@ -171,7 +173,8 @@ def outcome(
     targets: Iterable[TargetDelivery], *, attempts: int, round_start: int, now: datetime
 ) -> tuple[DeliveryState, datetime | None, DeliveryError | None]:
     """After an attempt: `delivered` when every target is, else `failed` with the time of the
-    next retry (None once the round's schedule is spent) and the first target's error."""
+    next retry (None once the round's schedule is spent, or when no target left can succeed:
+    FINAL_ERRORS) and the first target's error."""
     pending = [t for t in targets if t.state != "delivered"]
     if not pending:
         return "delivered", None, None
@@ -179,7 +182,8 @@ def outcome(
         "delivery_failed", "a target was not delivered"
     )
     made = attempts - round_start  # attempts made in this round, this one included
-    if made >= MAX_ATTEMPTS:
+    hopeless = all(t.last_error is not None and t.last_error.code in FINAL_ERRORS for t in pending)
+    if made >= MAX_ATTEMPTS or hopeless:
         return "failed", None, error
     return "failed", now + timedelta(seconds=RETRY_DELAYS_SECONDS[made - 1]), error
 
