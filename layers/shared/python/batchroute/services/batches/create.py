@@ -4,7 +4,9 @@ Create: validate, price (the quote's locked snapshot, or an internal quote), wri
 to S3 in chunks (items sent inline; an input file's items are read and chunked by the
 workflow's Intake step instead, so create never writes them), then ONE DynamoDB transaction
 reserves the total from the wallet, writes the batch (`priced`) and the idempotency record,
-so no crash can lose or double-spend credits.
+so no crash can lose or double-spend credits. A create refused or failed before that
+transaction commits (a 400, 402, 409, 503, a concurrent request with its key) deletes the
+chunks it wrote: no batch would ever lead retention to them.
 The workflow starts afterwards, named after the batch so it can never start twice.
 """
 
@@ -56,8 +58,9 @@ from batchroute.domain.work_orders.work_orders import WorkOrder
 from batchroute.errors import Conflict, Gone, InvalidRequest, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
+from batchroute.observability import logger
 from batchroute.services.batches.commands import CreateBatch, request_hash
-from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter
+from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter, discard_chunks
 from batchroute.services.batches.launch import WorkflowLaunch
 from batchroute.services.batches.ports import BatchStore, ObjectStore, WebhookUrlRules
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
@@ -194,31 +197,56 @@ class BatchService:
         command = command.with_quote(self.quotes.with_preset(principal, command.quote))
         batch_id = surface.batch_id or new_id("batch", self.clock.now())
         webhook = self._webhook(principal, batch_id, command.quote.webhook)
-        priced = self._price(principal, command, batch_id, surface)
-        batch = self._record(principal, command, priced, batch_id, surface, webhook, work_order)
-        answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
-        joins = self.work_orders.join_items(batch) if work_order is not None and self.work_orders else []
-        submit = _Submit(
-            principal,
-            key,
-            command.fingerprint,
-            batch,
-            priced.total,
-            answer_body,
-            (*surface.transact_items, *joins),
-        )
+        priced = self._price(principal, command, batch_id, surface)  # refused: no chunk is left
         try:
-            controls, _ = self._fund(submit)
+            batch = self._record(principal, command, priced, batch_id, surface, webhook, work_order)
+            answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
+            joins = self.work_orders.join_items(batch) if work_order is not None and self.work_orders else []
+            submit = _Submit(
+                principal,
+                key,
+                command.fingerprint,
+                batch,
+                priced.total,
+                answer_body,
+                (*surface.transact_items, *joins),
+            )
+            controls = self._funded(submit, work_order)
         except DuplicateIdempotencyKey:  # a concurrent request with this key committed first
+            self._discard_input(batch_id, priced)
             return self._replay_committed(principal.org_id, key, command.fingerprint)
-        except ExtraItemRefused:
-            if work_order is None or self.work_orders is None:
-                raise
-            raise self.work_orders.refused(principal.org_id, work_order.work_order_id) from None
+        except BaseException:
+            self._discard_input(batch_id, priced)
+            raise
         self.launch.launch(batch_id)  # the batch is safely priced: the sweeper starts it if this fails
         if self.watch is not None:  # the balance alerts and auto top-up see the new reservation
             self.watch.moved(principal.org_id, at=self.clock.now(), controls=controls)
         return CreateAnswer(202, answer_body)
+
+    def _funded(self, submit: _Submit, work_order: WorkOrder | None) -> BillingControls | None:
+        """`_fund`, a work order's refusal of the batch answered as the work order's."""
+        try:
+            controls, _ = self._fund(submit)
+        except ExtraItemRefused:
+            if work_order is None or self.work_orders is None:
+                raise
+            raise self.work_orders.refused(submit.principal.org_id, work_order.work_order_id) from None
+        return controls
+
+    def _discard_input(self, batch_id: str, priced: _Priced) -> None:
+        """The create failed before its transaction committed: delete the input chunks it
+        wrote, which no batch record or reclaim entry would ever lead retention to. A batch
+        found under the id committed after all (a transaction that answered with an error)
+        keeps them. A failure here is logged, never answered in place of the refusal."""
+        if priced.intake is not None or not priced.chunk_count:
+            return  # nothing written: the Intake step writes a file's chunks
+        try:
+            if self.records.get(batch_id) is None:
+                discard_chunks(self.artifacts, batch_id, priced.chunk_count)
+        except Exception:
+            logger.exception(
+                "a refused batch create's input chunks were not deleted", extra={"batch_id": batch_id}
+            )
 
     def _record(
         self,
@@ -307,7 +335,7 @@ class BatchService:
             priced = self._price_and_write(principal, command, writer, snapshot, surface)
             writer.close()
         except BaseException:
-            writer.abort()
+            _aborted(writer)
             raise
         return replace(
             priced,
@@ -694,6 +722,17 @@ def _batch_routing(command: CreateBatch, priced: _Priced) -> RoutingFields:
     if command.quote.preset is not None:
         routing["preset"] = command.quote.preset
     return routing
+
+
+def _aborted(writer: InputChunkWriter) -> None:
+    """A refused pricing pass discards every chunk it wrote; a failure to is logged, never
+    answered in place of the refusal."""
+    try:
+        writer.abort()
+    except Exception:
+        logger.exception(
+            "a refused batch create's input chunks were not deleted", extra={"batch_id": writer.batch_id}
+        )
 
 
 def _kept(items: ItemSource, writer: InputChunkWriter) -> Iterator[Mapping[str, Any]]:

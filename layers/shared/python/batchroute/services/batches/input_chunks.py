@@ -1,6 +1,7 @@
 """A batch's items in S3 as input chunks: `batches/<id>/input/<chunk:05d>.jsonl`,
 INPUT_CHUNK_ROWS lines `{"seq":n,"model":"m","item":{...}}` each (`input_line`), written
-as the items stream in (memory stays flat). Batch create and the workflow's intake both write them.
+as the items stream in (memory stays flat). Batch create and the workflow's intake both write them;
+`abort()` deletes every chunk the writer wrote (a refused create leaves none of its items).
 
 The writer also counts each chunk's items of every cacheable prompt prefix (at most
 MAX_COUNTED_PREFIXES counts in all: past them it stops, and no group is grouped); the batch
@@ -87,9 +88,14 @@ class InputChunkWriter:
         self._close_current()
 
     def abort(self) -> None:
+        """Discard every chunk of this writer: the open one's upload and the closed ones'
+        objects, so a refused create or a failed intake leaves none of the items behind."""
+        closed = self.chunk_count
         if self._writer is not None:
             self._writer.abort()
             self._writer = None
+            closed -= 1
+        discard_chunks(self.objects, self.batch_id, closed)
 
     @property
     def chunk_count(self) -> int:
@@ -99,3 +105,10 @@ class InputChunkWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def discard_chunks(objects: ObjectStore, batch_id: str, chunk_count: int) -> None:
+    """Delete a batch's input chunks 0..chunk_count-1 (one already gone is not an error):
+    their keys are known, so nothing is listed."""
+    for chunk in range(chunk_count):
+        objects.delete(input_chunk_key(batch_id, chunk))

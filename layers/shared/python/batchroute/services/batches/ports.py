@@ -59,6 +59,8 @@ class ObjectStore(Artifacts, Protocol):
 
     def writer(self, key: str, *, content_type: str) -> ObjectWriter: ...
 
+    def delete(self, key: str) -> None: ...
+
 
 class BatchStore(BatchReader, BatchTransitions, Protocol):
     """adapters/dynamo/batch_records.py:BatchRecords: the batch records table."""
