@@ -86,7 +86,13 @@ VENDOR_KEYS = (
 BEDROCK_MODELS = (
     "Which models a lane calls is catalog data, not stack structure: invoking and batch jobs are "
     "allowed on Bedrock's foundation models, this account's inference profiles and its "
-    "model-invocation jobs. ListFoundationModels (the providers check) has no resource ARN."
+    "model-invocation jobs. ListFoundationModels and ListInferenceProfiles (the providers "
+    "check) list the whole region's models and profiles: granted on *."
+)
+BEDROCK_BATCH_PROFILES = (
+    "A batch job runs its model through a cross-region inference profile: AWS's batch service "
+    "role page asks for InvokeModel on the profile in this region and on the foundation model "
+    "in every region it routes to; which model is catalog data, not stack structure."
 )
 BEDROCK_BATCH_OBJECTS = (
     "Bedrock batch jobs read every object under the job input prefix and write under the output "
@@ -166,6 +172,8 @@ def acknowledge_findings(
             finding = f"AwsSolutions-IAM5[Resource::{artifacts}/{BEDROCK_BATCH_PREFIX}/{part}/*]"
             _acknowledge(providers.batch_role, finding, BEDROCK_BATCH_OBJECTS)
         _acknowledge_kms_grants(providers.batch_role)
+        for finding in _bedrock_batch_findings(scope):
+            _acknowledge(providers.batch_role, finding, BEDROCK_BATCH_PROFILES)
 
     # The state machine role (SendMessage to the queues, UpdateItem on the batches table):
     workflow_role = workflow.state_machine.role
@@ -269,6 +277,11 @@ def _bedrock_findings(scope: Construct) -> list[str]:
         f"AwsSolutions-IAM5[Resource::{base}:{region}:{account}:inference-profile/*]",
         f"AwsSolutions-IAM5[Resource::{base}:{region}:{account}:model-invocation-job/*]",
     ]
+
+
+def _bedrock_batch_findings(scope: Construct) -> list[str]:
+    """The IAM5 findings of the batch role's InvokeModel statement, as cdk-nag names them."""
+    return [f for f in _bedrock_findings(scope) if "foundation-model" in f or "inference-profile" in f]
 
 
 def _acknowledge_kms_grants(role: iam.IRole) -> None:

@@ -6,10 +6,14 @@
   makes that provider's lanes fail over with a message naming the secret), KMS-encrypted
   with the stack key;
 - for Bedrock (IAM, no key): a role Bedrock batch inference jobs run as, allowed to read the
-  job inputs and write the outputs under `bedrock-batch/` of the artifacts bucket;
+  job inputs and write the outputs under `bedrock-batch/` of the artifacts bucket, and to
+  invoke the job's model through a cross-region inference profile (AWS's "Create a custom
+  service role for batch inference": the profile in this region and the foundation model in
+  every region it routes to);
 - `grant_calls(function)`: read the secrets, invoke Bedrock models, run and watch batch
-  inference jobs and pass the batch role: for the functions that call providers (the API,
-  for direct chat, and the router, which runs the lanes);
+  inference jobs, list the models and inference profiles (the providers check) and pass the
+  batch role: for the functions that call providers (the API, for direct chat, and the
+  router, which runs the lanes);
 - the payment processor's keys (docs/payments.md): one secret `<prefix>-payments-stripe`,
   created EMPTY, KMS-encrypted, that the operator fills with
   `{"secret_key": "sk_...", "webhook_secret": "whsec_..."}`; `grant_payments(function)` lets
@@ -82,6 +86,15 @@ class Providers(Construct):
             )
             artifacts.grant_read(self.batch_role, f"{BEDROCK_BATCH_PREFIX}/input/*")
             artifacts.grant_put(self.batch_role, f"{BEDROCK_BATCH_PREFIX}/output/*")
+            self.batch_role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["bedrock:InvokeModel"],
+                    resources=[
+                        f"arn:{stack.partition}:bedrock:{stack.region}:{stack.account}:inference-profile/*",
+                        f"arn:{stack.partition}:bedrock:*::foundation-model/*",
+                    ],
+                )
+            )
 
     def environment(self) -> dict[str, str]:
         """Variables for batchroute.config.Settings."""
@@ -135,7 +148,9 @@ class Providers(Construct):
             )
         )
         function.add_to_role_policy(
-            iam.PolicyStatement(actions=["bedrock:ListFoundationModels"], resources=["*"])
+            iam.PolicyStatement(
+                actions=["bedrock:ListFoundationModels", "bedrock:ListInferenceProfiles"], resources=["*"]
+            )
         )
         function.add_to_role_policy(
             iam.PolicyStatement(

@@ -16,6 +16,7 @@ plane at `<prefix>` (`runtime_url(base)` / `control_url(base)`).
     GET  <prefix>/model-invocation-job/{jobIdentifier}     GetModelInvocationJob (ARN or id)
     POST <prefix>/model-invocation-job/{jobIdentifier}/stop StopModelInvocationJob
     GET  <prefix>/foundation-models                        ListFoundationModels
+    GET  <prefix>/inference-profiles                       ListInferenceProfiles
 
 An event-stream frame (`event_frame`): prelude (total length, headers length, CRC32 of those
 8 bytes), headers (`:event-type` or `:exception-type`, `:content-type`, `:message-type` =
@@ -56,6 +57,18 @@ take the native body of the job's model (Anthropic messages with `anthropic_vers
 Llama `prompt`) and answer in kind; a record with a fault gets an
 `error` record ({errorCode: 400 / 429 / 500 / 503, errorMessage}); a record with the expire
 marker is not written and the job ends Expired; a malformed one is not JSON the first time.
+
+The model list is AWS's two: ListFoundationModels lists foundation models by their bare id
+(a configured `us.` or other geography-prefixed model by the model it routes to, once), and
+ListInferenceProfiles the region's US cross-region inference profiles (`profile_ids`): each
+configured `us.`-prefixed model, and `us.` + each PROFILE_ONLY model of the region the
+emulator serves, sorted by id. A profile is summarized in botocore's InferenceProfileSummary
+shape, deterministically: inferenceProfileId, inferenceProfileArn
+(`arn:aws:bedrock:<region>:<account>:inference-profile/<id>`), inferenceProfileName (`US `
+and the model's provider and name), models (the foundation-model ARN in each of
+US_PROFILE_REGIONS), status ACTIVE, type SYSTEM_DEFINED. Query `type=APPLICATION` lists none
+(no application profile is emulated); `maxResults` (default PROFILE_PAGE) pages the list,
+`nextToken` being the offset of the next page.
 """
 
 from __future__ import annotations
@@ -111,6 +124,11 @@ ON_DEMAND_UNSUPPORTED: Final = (
     "Invocation of model ID {model} with on-demand throughput isn\u2019t supported. Retry your "
     "request with the ID or ARN of an inference profile that contains this model."
 )
+US_PROFILE: Final = "us."
+# The Regions a US cross-region inference profile routes to (its `models`): those of AWS's
+# model card and the sample cited for each PROFILE_ONLY model (us-east-1, us-east-2, us-west-2).
+US_PROFILE_REGIONS: Final = ("us-east-1", "us-east-2", "us-west-2")
+PROFILE_PAGE: Final = 100  # ListInferenceProfiles' page when the request sets no maxResults
 _JOB_ID: Final = re.compile(
     r"(?:arn:aws(?:-[^:]+)?:bedrock:[a-z0-9-]{1,20}:[0-9]{12}:model-invocation-job/)?([a-z0-9]{12})"
 )
@@ -255,6 +273,7 @@ class BedrockEmulator:
         route("GET", r"/model-invocation-job/(?P<job>[^/]+)")(self.get_job)
         route("POST", r"/model-invocation-job/(?P<job>[^/]+)/stop")(self.stop_job)
         route("GET", "/foundation-models")(self.list_models)
+        route("GET", "/inference-profiles")(self.list_profiles)
 
     def runtime_url(self, base_url: str) -> str:
         """The bedrock-runtime endpoint URL on a server at `base_url`."""
@@ -396,7 +415,7 @@ class BedrockEmulator:
         if self.provider in self.behaviour.config.providers_down:
             return Reply.dropped()
         wanted = (request.query.get("byProvider") or "").lower()
-        summaries = [self._summary(m) for m in self.models]
+        summaries = [self._summary(m) for m in dict.fromkeys(_GEO.sub("", m) for m in self.models)]
         if wanted:
             summaries = [s for s in summaries if str(s["providerName"]).lower() == wanted]
         return Reply.json(200, {"modelSummaries": summaries})
@@ -414,6 +433,54 @@ class BedrockEmulator:
             "customizationsSupported": [],
             "inferenceTypesSupported": ["ON_DEMAND"],
             "modelLifecycle": {"status": "ACTIVE"},
+        }
+
+    def list_profiles(self, request: Request) -> Reply:
+        """ListInferenceProfiles: the region's system-defined profiles (`profile_ids`), a page."""
+        if self.provider in self.behaviour.config.providers_down:
+            return Reply.dropped()
+        try:
+            start = int(request.query.get("nextToken") or 0)
+            size = int(request.query.get("maxResults") or PROFILE_PAGE)
+        except ValueError:
+            return error_reply(400, "ValidationException", "The provided pagination token is invalid.")
+        if start < 0 or not 1 <= size <= 1000:
+            return error_reply(400, "ValidationException", "The provided pagination token is invalid.")
+        listed = self.profile_ids() if request.query.get("type", "SYSTEM_DEFINED") == "SYSTEM_DEFINED" else []
+        page: dict[str, Any] = {
+            "inferenceProfileSummaries": [self._profile(p) for p in listed[start : start + size]]
+        }
+        if start + size < len(listed):
+            page["nextToken"] = str(start + size)
+        return Reply.json(200, page)
+
+    def profile_ids(self) -> list[str]:
+        """The US cross-region inference profiles of the emulated region, sorted: each
+        configured `us.` model, and `us.` + each PROFILE_ONLY model of the region it serves."""
+        configured = {m for m in self.models if m.startswith(US_PROFILE)}
+        required = {
+            US_PROFILE + m
+            for m in PROFILE_ONLY.get(self.region, frozenset())
+            if self._invalid_model(m) is None
+        }
+        return sorted(configured | required)
+
+    def _profile(self, profile_id: str) -> dict[str, Any]:
+        """A profile in botocore's InferenceProfileSummary shape (its required members)."""
+        model = profile_id.removeprefix(US_PROFILE)
+        owner, _, name = model.partition(".")
+        provider = _PROVIDER_NAMES.get(owner, owner.capitalize())
+        words = re.sub(r"[^0-9a-zA-Z]+", " ", f"{provider} {name}").split()
+        arn = f"arn:aws:bedrock:{self.region}:{self.account}:inference-profile/{profile_id}"
+        return {
+            "inferenceProfileName": " ".join(["US", *words])[:64].rstrip(),
+            "inferenceProfileArn": arn,
+            "models": [
+                {"modelArn": f"arn:aws:bedrock:{r}::foundation-model/{model}"} for r in US_PROFILE_REGIONS
+            ],
+            "inferenceProfileId": profile_id,
+            "status": "ACTIVE",
+            "type": "SYSTEM_DEFINED",
         }
 
     def create_job(self, request: Request) -> Reply:

@@ -84,3 +84,42 @@ def test_the_payment_keys_are_one_empty_encrypted_secret_only_the_api_and_sweepe
         _, function = cfn.named("AWS::Lambda::Function", "FunctionName", f"{prefix}-{spec.key}")
         variables = function["Properties"]["Environment"]["Variables"]
         assert variables["PAYMENTS_SECRET_NAME"] == resources.payment_secret_name(prefix)
+
+
+def _bedrock_batch_role(cfn: Cfn) -> str:
+    (logical,) = [
+        lid
+        for lid, props in cfn.properties("AWS::IAM::Role").items()
+        if any(
+            render(s.get("Principal", {}).get("Service")) == "bedrock.amazonaws.com"
+            for s in props["AssumeRolePolicyDocument"]["Statement"]
+        )
+    ]
+    return logical
+
+
+def test_the_providers_check_may_list_bedrock_models_and_inference_profiles(cfn: Cfn, prefix: str) -> None:
+    # Given the functions that run the providers check (their Bedrock adapter's check():
+    # ListFoundationModels and ListInferenceProfiles, the catalog's lanes naming `us.` profiles)
+    for key in ("api", "router"):
+        statements = _role_statements(cfn, prefix, key)
+        # Then both lists are allowed, on every model and profile of the region
+        assert _granted(statements, "bedrock:ListFoundationModels") == {"*"}, key
+        assert _granted(statements, "bedrock:ListInferenceProfiles") == {"*"}, key
+    # And a function that calls no provider may not
+    assert not _granted(_role_statements(cfn, prefix, "settle"), "bedrock:ListInferenceProfiles")
+
+
+def test_bedrock_batch_role_may_invoke_models_through_an_inference_profile(cfn: Cfn) -> None:
+    # Given the role Bedrock's batch jobs run as (AWS's "Create a custom service role for
+    # batch inference": with an inference profile, InvokeModel on the profile in the job's
+    # region and on the model in every region the profile routes to)
+    statements = cfn.policy_statements(_bedrock_batch_role(cfn))
+    # Then it may invoke this account's inference profiles here and any region's foundation models
+    assert _granted(statements, "bedrock:InvokeModel") == {
+        "arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/*",
+        "arn:<AWS::Partition>:bedrock:*::foundation-model/*",
+    }
+    # And nothing else of Bedrock's: no streaming, no jobs of its own, no role to pass
+    actions = {a for s in statements for a in as_list(s["Action"]) if a.startswith(("bedrock:", "iam:"))}
+    assert actions == {"bedrock:InvokeModel"}

@@ -7,7 +7,9 @@ turns botocore's failures into the provider errors (docs/providers.md, AWS Bedro
     BedrockConverse.stream    -> bedrock-runtime ConverseStream: StreamStart once the event
                                  stream opens, a StreamDelta per text delta, StreamEnd with
                                  the usage of the `metadata` event
-    BedrockConverse.check     -> bedrock ListFoundationModels (a health check)
+    BedrockConverse.check     -> bedrock ListFoundationModels and ListInferenceProfiles
+                                 (SYSTEM_DEFINED, every page): the region's foundation model
+                                 ids and cross-region inference profile ids (a health check)
     BedrockBatch.submit       -> S3 PutObject <bucket>/<prefix>/input/<job name>.jsonl (and,
                                  when a Llama record has stop sequences, <job name>.stops.json
                                  beside it: record id -> stops; the job name then ends in
@@ -321,10 +323,19 @@ class BedrockConverse:
         return max(request.first_byte_timeout_seconds or timeouts.first_byte, timeouts.idle)
 
     def check(self) -> list[str]:
-        """The foundation models of the endpoint's region (a health check; raises on failure)."""
+        """The model ids a lane may name in the endpoint's region (a health check; raises on
+        failure): its foundation models, then its cross-region (system-defined) inference
+        profiles (`us.anthropic....`), which ListFoundationModels does not list."""
         with _mapped(self.slug):
-            listed = self.clients.control().list_foundation_models()
-        return [str(m.get("modelId")) for m in listed.get("modelSummaries") or []]
+            control = self.clients.control()
+            listed = control.list_foundation_models()
+            pages = control.get_paginator("list_inference_profiles").paginate(typeEquals="SYSTEM_DEFINED")
+            profiles = [
+                str(p.get("inferenceProfileId"))
+                for page in pages
+                for p in page.get("inferenceProfileSummaries") or []
+            ]
+        return [str(m.get("modelId")) for m in listed.get("modelSummaries") or []] + profiles
 
 
 # -- batch ---------------------------------------------------------------------------------
