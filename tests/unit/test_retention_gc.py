@@ -3,15 +3,18 @@ a kept batch is looked at again, and what a sweep does with unfinished or vanish
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import Any
 
 import pytest
 
 from batchroute.clock import FixedClock, isoformat
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.retention import REVIEW_INTERVAL, RetentionSettings, keep_until, next_review
-from batchroute.services.workflow.retention_gc import RetentionCollector
+from batchroute.services.workflow.retention_gc import WORKFLOW_SETTLE, RetentionCollector
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 GRACE = timedelta(hours=72)
@@ -105,7 +108,9 @@ class FakeObjects:
         self.stored -= set(keys)
 
 
-def batch(batch_id: str, state: str = "completed", finalized: datetime | None = T0) -> BatchRecord:
+def batch(
+    batch_id: str, state: str = "completed", finalized: datetime | None = T0, ended: datetime | None = None
+) -> BatchRecord:
     return BatchRecord.from_mapping(
         {
             "batch_id": batch_id,
@@ -113,6 +118,7 @@ def batch(batch_id: str, state: str = "completed", finalized: datetime | None = 
             "state": state,
             "created_at": isoformat(T0),
             "finalized_at": isoformat(finalized) if finalized else None,
+            "state_changed_at": isoformat(ended) if ended else None,
         }
     )
 
@@ -161,3 +167,67 @@ def test_an_unfinished_batch_is_looked_at_again_and_a_vanished_one_dropped() -> 
     assert report.reclaimed == [] and report.deferred == ["run"]
     assert index.entries == {"run": f"{isoformat(clock.now() + REVIEW_INTERVAL)}#run"}
     assert objects.stored == {"batches/run/results.jsonl"}
+
+
+def test_a_terminal_batch_never_finalized_is_kept_while_its_workflow_may_still_run() -> None:
+    # Given a batch expired at T0 that no Finalize reached (its workflow died), due on the index
+    index = FakeIndex({"dead": batch("dead", state="expired", finalized=None, ended=T0)})
+    index.add("dead", T0 + GRACE)
+    objects = FakeObjects(["batches/dead/input/00000.jsonl", "batches/dead/results/l/00000.jsonl"])
+    settings = FakeSettings()
+    # When sweeps run at the end of the grace window, and a second before settle + grace
+    clock = FixedClock(T0 + GRACE + timedelta(seconds=1))
+    early = collector(index, objects, settings, clock).collect()
+    clock.advance(seconds=(T0 + WORKFLOW_SETTLE + GRACE - timedelta(seconds=1) - clock.now()).total_seconds())
+    late = collector(index, objects, settings, clock).collect()
+    # Then both keep it (a live workflow could still finalize), its entry at settle + grace
+    assert early.deferred == ["dead"] and late.deferred == ["dead"] and late.reclaimed == []
+    assert index.entries == {"dead": f"{isoformat(T0 + WORKFLOW_SETTLE + GRACE)}#dead"}
+    assert len(objects.stored) == 2
+    # When a sweep runs once that time has passed
+    clock.advance(seconds=2)
+    report = collector(index, objects, settings, clock).collect()
+    # Then its bytes go like any finished batch's
+    assert report.reclaimed == ["dead"] and objects.stored == set() and index.entries == {}
+
+
+def test_a_batch_still_running_is_never_reclaimed_whatever_its_entry_says() -> None:
+    # Given a running batch (no terminal transition) with a due entry, a year on
+    index = FakeIndex({"run": batch("run", state="running", finalized=None, ended=T0)})
+    index.add("run", T0 + GRACE)
+    clock = FixedClock(T0 + timedelta(days=365))
+    objects = FakeObjects(["batches/run/input/00000.jsonl"])
+    # When a sweep runs
+    report = collector(index, objects, FakeSettings(), clock).collect()
+    # Then it is kept and looked at again a day later
+    assert report.deferred == ["run"] and report.reclaimed == []
+    assert index.entries == {"run": f"{isoformat(clock.now() + REVIEW_INTERVAL)}#run"}
+
+
+def _longest_run(task: dict[str, Any]) -> timedelta:
+    """A task's longest time in the state machine: every attempt its Retry allows timing out,
+    with the longest wait between each (Step Functions' IntervalSeconds, BackoffRate,
+    MaxDelaySeconds)."""
+    timeout = task["TimeoutSeconds"]
+    seconds = timeout
+    for retry in task.get("Retry", []):
+        if not {"States.Timeout", "States.ALL"} & set(retry["ErrorEquals"]):
+            continue
+        for attempt in range(retry.get("MaxAttempts", 3)):
+            wait = retry.get("IntervalSeconds", 1) * retry.get("BackoffRate", 2.0) ** attempt
+            seconds += min(wait, retry.get("MaxDelaySeconds", wait)) + timeout
+    return timedelta(seconds=seconds)
+
+
+def test_the_settle_margin_covers_the_longest_workflow_path_after_a_terminal_transition() -> None:
+    # Given the deployed state machine's tasks, time-outs and retries
+    definition = json.loads(
+        resources.files("batchroute.workflow").joinpath("batch.asl.json").read_text(encoding="utf-8")
+    )
+    states = definition["States"]
+    run_lane = states["RunLanes"]["Iterator"]["States"]["RunLane"]
+    # Then a lane begun before the transition, Finalize and then HandleFailure all fit in it
+    longest = sum(
+        (_longest_run(task) for task in (run_lane, states["Finalize"], states["HandleFailure"])), timedelta()
+    )
+    assert longest <= WORKFLOW_SETTLE

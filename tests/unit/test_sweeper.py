@@ -10,6 +10,10 @@ from batchroute.services.workflow.sweeper import expire_overdue_batches
 class FakeRecords:
     def __init__(self, batches: dict[str, tuple[BatchState, str]]) -> None:
         self.batches = dict(batches)
+        self.reclaims: dict[str, str] = {}  # batch id -> review_at (put once)
+
+    def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool:
+        return self.reclaims.setdefault(batch_id, review_at) == review_at
 
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
         due = [
@@ -43,6 +47,8 @@ def test_only_overdue_non_terminal_batches_expire() -> None:
     assert report.expired == ["batch_a"]
     assert records.batches["batch_c"][0] == "completed"
     assert records.batches["batch_b"][0] == "queued"
+    # And the expired one is on the retention GC's index, due at the end of the grace window
+    assert records.reclaims["batch_a"] == "2026-01-05T00:00:00.000Z" and "batch_b" not in records.reclaims
     # And a later sweep after the second deadline expires it too
     clock.advance(days=2)
     assert expire_overdue_batches(records, clock).expired == ["batch_b"]

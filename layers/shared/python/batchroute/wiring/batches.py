@@ -112,6 +112,7 @@ class BatchesWiring(FeedbackWiring):
             watch=self.billing_watch,
             limit_checks=self.limit_checks,
             work_orders=self.work_orders,
+            retention_grace=timedelta(hours=settings.retention_grace_hours),
         )
 
     @cached_property

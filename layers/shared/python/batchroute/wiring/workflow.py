@@ -115,6 +115,7 @@ class WorkflowWiring(SchedulesWiring):
             pipeline=self.pipeline,
             buckets=self.bucket_delivery,
             files=self.files,
+            retention_grace=timedelta(hours=self.settings.retention_grace_hours),
         )
 
     @cached_property
@@ -136,6 +137,7 @@ class WorkflowWiring(SchedulesWiring):
             webhooks=self.webhook_delivery,
             clock=self.clock,
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,
+            retention_grace=timedelta(hours=self.settings.retention_grace_hours),
             topups=self.auto_topup,
             retention=self.retention_gc,
             bucket_deliveries=self.bucket_delivery,

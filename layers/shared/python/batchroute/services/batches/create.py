@@ -169,6 +169,8 @@ class BatchService:
     limit_checks: LimitChecks
     watch: MoneyWatch | None = None
     work_orders: WorkOrderJoins | None = None
+    # a canceled batch goes on the retention GC's index due this long after (docs/retention.md)
+    retention_grace: timedelta = timedelta(hours=72)
 
     def reading(self, files: FileItems) -> BatchService:
         """The same service whose quotes read `input_file_id`s from `files`."""
@@ -503,10 +505,14 @@ class BatchService:
                 code="batch_not_cancellable",
                 details={"state": batch.state},
             )
-        now = isoformat(self.clock.now())
+        moment = self.clock.now()
+        now = isoformat(moment)
         extra: BatchChanges = {"completed_at": now}
         if reason:
             extra["cancel_reason"] = reason
+        # on the retention GC's index first, as Finalize would put it: the bytes go even when
+        # no workflow is left to finalize the batch (one that died before the cancel)
+        self.records.schedule_reclaim(batch_id, review_at=isoformat(moment + self.retention_grace))
         if not self.records.transition(batch_id, "canceled", at=now, extra=extra):
             current = self.records.get(batch_id) or batch
             raise Conflict(

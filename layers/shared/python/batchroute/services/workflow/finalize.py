@@ -48,6 +48,7 @@ from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
 from batchroute.domain.routing.rescue import handed_over_rows
 from batchroute.domain.workflow.finalize_cursor import FinalizeCursor, UploadPart
 from batchroute.domain.workflow.results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
+from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
@@ -141,6 +142,11 @@ def carry_key(batch_id: str, chunk: int) -> str:
     return f"tmp/batches/{batch_id}/finalize/errors-from-{chunk:05d}.jsonl"
 
 
+class ArtifactsReclaimed(PermanentError):
+    """Retention GC reclaimed the batch's bytes (docs/retention.md): a finalize that comes
+    after (a message redriven long after its workflow died) has no input left to merge."""
+
+
 @dataclass(eq=False, kw_only=True)
 class Finalizer:
     records: BatchStore
@@ -164,6 +170,10 @@ class Finalizer:
         """Merge slices while the invocation has time; the step's output once the artifacts
         are complete, None when the work continues in another invocation."""
         batch_id = batch.batch_id
+        if batch.artifacts_reclaimed_at is not None:
+            raise ArtifactsReclaimed(
+                f"batch {batch_id}'s bytes were reclaimed at {batch.artifacts_reclaimed_at}"
+            )
         budget = self._budget()
         cursor = self._stored(batch_id) or self._start(batch)
         sliced = False

@@ -2,7 +2,9 @@
 org's retention window has passed (docs/retention.md).
 
 Finalize puts every batch on a sparse index (`RECLAIM`, sorted by review time) at the end
-of the free grace window, the earliest moment any tier lets bytes go. Each sweep takes at
+of the free grace window, the earliest moment any tier lets bytes go; so do the failure path
+and the expiry sweeper when they make a batch terminal, in case Finalize never gets through
+(its window then starts `WORKFLOW_SETTLE` after the terminal transition). Each sweep takes at
 most `max_batches` due entries, oldest first (those at their reclaim time before re-checks of
 kept batches, which wait in their own partition), and decides each against the org's CURRENT
 settings (`domain/billing/retention.py`): past its window, the batch is marked reclaimed (every read
@@ -29,6 +31,14 @@ from batchroute.services.batches.ports import BatchReader
 from batchroute.services.billing.ports import RetentionLookup
 
 DEFAULT_MAX_BATCHES = 50  # per sweep (once a minute): up to 72,000 batches a day
+# How long a workflow may still be on a batch that went terminal without Finalize (expired by
+# the sweeper, or failed by a failure path whose finalize did not get through): at least the
+# longest task path that can follow the terminal transition in batch.asl.json, a RunLane begun
+# before it (25 h), then Finalize (1 h), then HandleFailure with every retry its Retry allows
+# (tests/unit/test_retention_gc.py checks the sum against the definition). A workflow still
+# alive finalizes within it, and its `finalized_at` then starts the window; past it, the
+# workflow is dead (a later redrive finds the bytes gone: finalize.py, ArtifactsReclaimed).
+WORKFLOW_SETTLE = timedelta(days=4)
 _DELETE_PAGE = 1000  # S3 DeleteObjects takes at most 1,000 keys
 
 
@@ -118,9 +128,10 @@ class RetentionCollector:
 
     def _until(self, batch: BatchRecord, settings: RetentionSettings) -> datetime | None:
         """When this batch's bytes may go; None while kept (until deleted, or not finished)."""
-        if batch.state not in TERMINAL or batch.finalized_at is None:
+        start = window_start(batch)
+        if start is None:
             return None  # the workflow is still on it: look again later
-        return keep_until(settings, finalized_at=datetime.fromisoformat(batch.finalized_at), grace=self.grace)
+        return keep_until(settings, finalized_at=start, grace=self.grace)
 
     def _delete_bytes(self, batch_id: str) -> int:
         """Every object under the batch's prefix but its receipt, 1,000 per request."""
@@ -136,3 +147,17 @@ class RetentionCollector:
                 deleted, page = deleted + len(page), []
         self.objects.delete_many(page)
         return deleted + len(page)
+
+
+def window_start(batch: BatchRecord) -> datetime | None:
+    """When a terminal batch's retention window starts: when Finalize wrote its artifacts or,
+    for a batch that ended without them, `WORKFLOW_SETTLE` after it went terminal (a workflow
+    that is still alive finalizes before then). None while the batch is not terminal."""
+    if batch.state not in TERMINAL:
+        return None
+    if batch.finalized_at is not None:
+        return datetime.fromisoformat(batch.finalized_at)
+    ended = [
+        datetime.fromisoformat(moment) for moment in (batch.state_changed_at, batch.completed_at) if moment
+    ]
+    return max(ended) + WORKFLOW_SETTLE if ended else None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -38,7 +38,7 @@ from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
-from batchroute.services.batches.ports import BatchReader, BatchTransitions
+from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.finalize import Finalizer
 from batchroute.services.workflow.planning import LanePlanner
@@ -79,7 +79,7 @@ class BatchNotFound(PermanentError):
     pass
 
 
-class WorkflowRecords(BatchReader, BatchTransitions, Protocol):
+class WorkflowRecords(BatchStore, Protocol):
     def record_step(self, batch_id: str, step: str, at: str) -> bool: ...
 
 
@@ -126,6 +126,8 @@ class BatchWorkflow:
     pipeline: Pipeline | None = None
     buckets: BucketEventDelivery | None = None
     files: QueuedFileChecks | None = None
+    # a failed batch goes on the retention GC's index due this long after (docs/retention.md)
+    retention_grace: timedelta = timedelta(hours=72)
 
     def _pipeline(self) -> Pipeline:
         if self.pipeline is None:
@@ -189,11 +191,17 @@ class BatchWorkflow:
         charged, and the rest of the reservation is released. Finalize is chunked like the
         Finalize step: the message is re-enqueued until the artifacts are complete.
 
+        The batch goes on the retention GC's index first, due at the end of the grace window
+        (docs/retention.md), as Finalize would put it: its bytes must go even when finalize
+        never gets through here (an error that outlasts the step, a permanent one).
+
         Tolerates a missing batch, so a broken start still reaches the end of the failure path."""
         output: FailOutput = {"step": task.step, "batch_id": task.batch_id}
         if not self._journal(task, required=False):
             return output
-        now = isoformat(self.clock.now())
+        moment = self.clock.now()
+        now = isoformat(moment)
+        self.records.schedule_reclaim(task.batch_id, review_at=isoformat(moment + self.retention_grace))
         self.records.transition(
             task.batch_id,
             "failed",

@@ -24,14 +24,14 @@ from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement
 from batchroute.money import Money
 from batchroute.observability import logger, metrics
 from batchroute.services.batches.launch import LaunchReport
-from batchroute.services.batches.ports import BatchTransitions
+from batchroute.services.batches.ports import BatchStore
 from batchroute.services.billing.ports import ControlsReader, MoneyWatch
 from batchroute.services.chat.ports import HoldStore
 from batchroute.services.workflow.retention_gc import ReclaimSummary
 from batchroute.transactions import TransactItem
 
 
-class ExpiryRecords(BatchTransitions, Protocol):
+class ExpiryRecords(BatchStore, Protocol):
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]: ...
 
 
@@ -41,14 +41,28 @@ class SweepReport:
     skipped: list[str] = field(default_factory=list)
 
 
-def expire_overdue_batches(records: ExpiryRecords, clock: Clock, *, max_batches: int = 1000) -> SweepReport:
+def expire_overdue_batches(
+    records: ExpiryRecords,
+    clock: Clock,
+    *,
+    retention_grace: timedelta = timedelta(hours=72),
+    max_batches: int = 1000,
+) -> SweepReport:
+    """Move every batch past its SLA deadline to `expired`. Each goes on the retention GC's
+    index first, due at the end of the grace window (docs/retention.md): a batch whose workflow
+    died is never finalized, and its bytes must still go. The put keeps an earlier schedule
+    (Finalize's), and comes before the move, so a sweep that dies between the two leaves the
+    batch due for expiry, not terminal off the index."""
     report = SweepReport()
-    now = isoformat(clock.now())
+    moment = clock.now()
+    now = isoformat(moment)
+    review_at = isoformat(moment + retention_grace)
     while len(report.expired) + len(report.skipped) < max_batches:
         due = records.past_deadline(now)
         if not due:
             break
         for batch_id in due:
+            records.schedule_reclaim(batch_id, review_at=review_at)
             moved = records.transition(
                 batch_id,
                 "expired",
@@ -294,6 +308,8 @@ class Sweeper:
     webhooks: DueWebhooks  # docs/webhooks.md
     clock: Clock
     stale_hold_seconds: int
+    # an expired batch goes on the retention GC's index due this long after (docs/retention.md)
+    retention_grace: timedelta = timedelta(hours=72)
     topups: PendingTopups | None = None  # auto top-ups to charge or recover (docs/payments.md)
     retention: RetentionGC | None = None  # docs/retention.md
     bucket_deliveries: DueBucketDeliveries | None = None  # docs/delivery-targets.md
@@ -384,7 +400,7 @@ class Sweeper:
         return {"workflows_started": launched.started}
 
     def _expire(self) -> SweepOutcome:
-        report = expire_overdue_batches(self.batches, self.clock)
+        report = expire_overdue_batches(self.batches, self.clock, retention_grace=self.retention_grace)
         metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
         logger.info("expiry swept", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
         return {"expired": report.expired, "skipped": report.skipped}
