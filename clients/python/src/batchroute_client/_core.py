@@ -38,6 +38,7 @@ from batchroute_client._upload import (
 )
 from batchroute_client.errors import (
     APIConnectionError,
+    APIError,
     ConflictError,
     InvalidRequestError,
     PermissionDeniedError,
@@ -53,9 +54,21 @@ DEFAULT_MAX_RETRIES = 4
 
 T = TypeVar("T")
 
+# The routes that honour an `Idempotency-Key` (a repeat with the same key and body is answered
+# the first answer): a POST to one is retried like `batches.create`, with one key per call.
+KEYED_ROUTES = frozenset({"/v1/batches", "/v1/compat/v1/batches", "/v1/work-orders"})
+# The methods that may act twice when repeated: retried only on the answers that say nothing
+# was done (429, `NOTHING_DONE`) unless the route honours their `Idempotency-Key`.
+UNSAFE_METHODS = frozenset({"POST", "PATCH"})
+
 # A request httpx or h11 refuses to send as built: retrying cannot help, and the text of a
 # LocalProtocolError quotes the refused header, which may be the Authorization header.
 UNSENDABLE = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL)
+
+
+def new_idempotency_key() -> str:
+    """A fresh `Idempotency-Key` for one call: `br-` and 32 hex characters."""
+    return f"br-{uuid.uuid4().hex}"
 
 
 def json_bytes(value: Any) -> bytes:
@@ -261,6 +274,23 @@ class ClientBase:
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(base_url={self.base_url!r})"
 
+    def route_of(self, url: str) -> str | None:
+        """The API route `url` names (its path below the base URL's), None for another place."""
+        try:
+            base, target = httpx.URL(self.base_url), httpx.URL(url)
+        except httpx.InvalidURL:
+            return None
+        prefix = base.path.rstrip("/")
+        if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
+            return None
+        if not target.path.startswith(prefix + "/"):
+            return None
+        return target.path[len(prefix) :].rstrip("/")
+
+    def error_of(self, response: httpx.Response, call: Call) -> APIError:
+        """The typed error of `response` to `call` (a `Retry-After` date read on the clock)."""
+        return error_from_response(response, call.method, call.url, now=self._clock())
+
     def headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         return {
             "Authorization": f"Bearer {self._api_key}",
@@ -356,7 +386,7 @@ class Operations:
                     return response
                 wait = self._client.retry_wait(attempt, response, repeatable)
                 if wait is None:
-                    raise error_from_response(response, call.method, call.url)
+                    raise self._client.error_of(response, call)
             if on_retry is not None:
                 on_retry()
             yield Sleep(wait)
@@ -370,14 +400,16 @@ class Operations:
         json: Any = None,
         content: Callable[[], Any] | None = None,
         headers: Mapping[str, str] | None = None,
-        repeatable: bool = True,
+        repeatable: bool | None = None,
     ) -> Plan[httpx.Response]:
         """One HTTP exchange with the spec's retries; the successful response, or the typed error.
 
         `content` is a factory of the body (bytes or an iterator of chunks), called again for
-        every attempt, so a streamed upload restarts from its first byte."""
+        every attempt, so a streamed upload restarts from its first byte. `repeatable` None
+        decides by method, as `request` does (`by_method`)."""
+        headers, repeats = self.by_method(method, url, headers, repeatable)
         call = Call(method, url, params=params, json=json, content=content, headers=headers)
-        return self.exchange(call, repeatable=repeatable)
+        return self.exchange(call, repeatable=repeats)
 
     def request(
         self,
@@ -387,17 +419,37 @@ class Operations:
         params: Mapping[str, Any] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
-        retry_on_network_error: bool = True,
+        retry_on_network_error: bool | None = None,
     ) -> Plan[Any]:
         """Send one API call, retrying per the spec's guidance; return the decoded JSON body.
 
-        Every attempt sends the same headers and body (so an `Idempotency-Key` is reused).
-        `retry_on_network_error=False` (and no 5xx retry) for a POST that is not safe to
-        repeat: only 429, which the service answers before doing any work, is retried then.
-        A body that is not JSON raises `UnexpectedResponse`.
+        Every attempt sends the same headers and body. `retry_on_network_error` None decides by
+        method (`by_method`): GET, HEAD, PUT and DELETE are retried on network errors and 5xx;
+        a POST or PATCH carries one `Idempotency-Key` (yours, or one generated per call) and is
+        retried after a network error or a 5xx only on the routes that honour it
+        (`KEYED_ROUTES`); elsewhere only on the answers that say nothing was done (429, the
+        `NOTHING_DONE` 503s). True or False overrides that. A body that is not JSON raises
+        `UnexpectedResponse`.
         """
+        headers, repeats = self.by_method(
+            method, self._client.base_url + path, headers, retry_on_network_error
+        )
         call = self._api_call(method, path, params, json, headers)
-        return decoded(call, (yield from self.exchange(call, repeatable=retry_on_network_error)))
+        return decoded(call, (yield from self.exchange(call, repeatable=repeats)))
+
+    def by_method(
+        self, method: str, url: str, headers: Mapping[str, str] | None, repeatable: bool | None
+    ) -> tuple[Mapping[str, str] | None, bool]:
+        """The headers and the repeatability of a generic call to `url`: a POST or PATCH gets an
+        `Idempotency-Key` (`br-` + 32 hex) when it has none, the same on every retry, and is
+        repeatable only to a route that honours it; other methods are. `repeatable` given wins."""
+        if method.upper() not in UNSAFE_METHODS:
+            return headers, True if repeatable is None else repeatable
+        if "idempotency-key" not in httpx.Headers(headers):
+            headers = {**(headers or {}), "Idempotency-Key": new_idempotency_key()}
+        if repeatable is None:
+            repeatable = method.upper() == "POST" and self._client.route_of(url) in KEYED_ROUTES
+        return headers, repeatable
 
     def _api_call(
         self,
@@ -448,7 +500,7 @@ class Operations:
                 raise APIConnectionError(f"POST {path}: {type(exc).__name__}: {exc}") from exc
             wait = self._client.retry_wait(attempt, response, repeatable=False)
             if wait is None:
-                raise error_from_response(response, call.method, call.url)
+                raise self._client.error_of(response, call)
             yield Sleep(wait)
 
     def _read_events(
@@ -558,7 +610,7 @@ class Operations:
 
         One `Idempotency-Key` (generated here when not given) is sent on every retry with the
         same body, so a retried create returns the original batch and never a second one."""
-        headers = {"Idempotency-Key": idempotency_key or f"br-{uuid.uuid4().hex}"}
+        headers = {"Idempotency-Key": idempotency_key or new_idempotency_key()}
         return (yield from self._fetch("POST", "/v1/batches", _batch_of, json=body, headers=headers))
 
     def batch_get(self, batch_id: str) -> Plan[models.Batch]:
@@ -797,7 +849,9 @@ class Operations:
         purpose: str | None = None,
         on_progress: Progress | None = None,
     ) -> Plan[models.File]:
-        """`POST /v1/files`: a direct upload (the raw JSONL body, streamed)."""
+        """`POST /v1/files`: a direct upload (the raw JSONL body, streamed). The route takes no
+        idempotency key, so a network error or 5xx is not retried (a repeat may store the file
+        twice); a 429 is, like a 503 the service says did nothing."""
         data = _local(source)
         call = Call(
             "POST",
@@ -806,14 +860,19 @@ class Operations:
             content=lambda: data.chunks(on_progress),
             headers=self._client.headers(direct_headers(data)),
         )
-        return read_model(call, (yield from self.exchange(call)), _file_of)
+        return read_model(call, (yield from self.exchange(call, repeatable=False)), _file_of)
 
     def file_start_upload(
         self, *, filename: str, size: int, content_type: str | None = None, purpose: str | None = None
     ) -> Plan[models.SignedUpload]:
-        """`POST /v1/files/uploads`: a file in `uploading` and the signed URL to PUT it to."""
+        """`POST /v1/files/uploads`: a file in `uploading` and the signed URL to PUT it to. Not
+        repeated after a network error or 5xx (no idempotency key: a repeat makes a second file)."""
         body = start_body(filename, size, content_type, purpose)
-        return (yield from self._fetch("POST", "/v1/files/uploads", models.SignedUpload.from_dict, json=body))
+        return (
+            yield from self._fetch(
+                "POST", "/v1/files/uploads", models.SignedUpload.from_dict, json=body, repeatable=False
+            )
+        )
 
     def file_put(
         self,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
+
+from batchroute_client._retry import parse_retry_after
 
 
 class BatchrouteError(Exception):
@@ -59,7 +62,9 @@ def unexpected(
 
 
 class APIError(BatchrouteError):
-    """The service answered with an error. Branch on `code` (stable); `message` may change."""
+    """The service answered with an error. Branch on `code` (stable); `message` may change.
+    `retry_after`: the seconds the answer's `Retry-After` asked to wait, when it had one (a
+    429 asking for longer than the client waits, `MAX_RETRY_AFTER`, is raised at once)."""
 
     def __init__(
         self,
@@ -68,6 +73,7 @@ class APIError(BatchrouteError):
         message: str,
         details: dict[str, Any] | None = None,
         request_id: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
@@ -75,6 +81,7 @@ class APIError(BatchrouteError):
         self.message = message
         self.details = details or {}
         self.request_id = request_id
+        self.retry_after = retry_after
 
 
 class BadRequestError(APIError):
@@ -138,10 +145,13 @@ def error_for(status: int, body: Any, request_id: str | None = None, foreign: st
     return cls(status, code, message, details, request_id)
 
 
-def error_from_response(response: httpx.Response, method: str, url: str | httpx.URL) -> APIError:
-    """The typed error of the non-2xx `response` to `method url`. An answer that is not the
-    API's error envelope (a proxy's HTML page, an empty body) keeps its status's class and the
-    code `http_<status>`; its message names the URL, the status and the content type."""
+def error_from_response(
+    response: httpx.Response, method: str, url: str | httpx.URL, now: float | None = None
+) -> APIError:
+    """The typed error of the non-2xx `response` to `method url`, with its `Retry-After` in
+    seconds (an HTTP date counted from `now`, Unix seconds). An answer that is not the API's
+    error envelope (a proxy's HTML page, an empty body) keeps its status's class and the code
+    `http_<status>`; its message names the URL, the status and the content type."""
     try:
         body = response.json()
     except ValueError:
@@ -150,4 +160,7 @@ def error_from_response(response: httpx.Response, method: str, url: str | httpx.
     foreign = (
         f"HTTP {response.status_code} from {method} {plain_url(url)} ({shown}), not the API's JSON error"
     )
-    return error_for(response.status_code, body, response.headers.get("x-request-id"), foreign)
+    error = error_for(response.status_code, body, response.headers.get("x-request-id"), foreign)
+    wait = response.headers.get("retry-after")
+    error.retry_after = parse_retry_after(wait, time.time() if now is None else now)
+    return error

@@ -47,6 +47,8 @@ def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -
             show()
         else:
             sys.stderr.write(f"error: {exc}\n")
+        if json_mode:  # the usage text stays on stderr; stdout has the error document
+            _emit({"error": {"code": "usage_error", "message": _usage_message(exc)}}, exc)
         return EXIT_USAGE
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("\ninterrupted\n")
@@ -86,6 +88,12 @@ def _emit(document: dict[str, Any], exc: BaseException) -> None:
     error (`submit`: the batch and its Idempotency-Key, `app.CREATED`)."""
     created = getattr(exc, CREATED, None)
     render.emit_json({**(created if isinstance(created, dict) else {}), **document})
+
+
+def _usage_message(exc: Exception) -> str:
+    """What a usage error says (`Invalid value for '--limit': ...`), without the usage text."""
+    format_message = getattr(exc, "format_message", None)
+    return str(format_message()) if callable(format_message) else str(exc)
 
 
 def _fail(json_mode: bool, code: str, message: str, exc: BaseException) -> None:
