@@ -1,6 +1,8 @@
 // The signed-in frame: navigation (real links, keyboard reachable), the org, sign out.
+import { useState } from "react";
 import { NavLink, Outlet, useNavigate } from "react-router-dom";
-import { api, call } from "../api/client";
+import { ApiError, api, call, describe } from "../api/client";
+import { ErrorLine } from "./ui";
 import { useSession } from "../session";
 
 const PAGES = [
@@ -16,13 +18,21 @@ const PAGES = [
 export function Layout() {
   const { session, refresh } = useSession();
   const navigate = useNavigate();
+  const [signOutError, setSignOutError] = useState<Error | null>(null);
+  // A sign-out the service did not confirm is said, and the person is still signed in; a
+  // session that had already ended (401) is signed out all the same.
   async function signOut() {
+    setSignOutError(null);
     try {
       await call(api.DELETE("/v1/sessions/current"));
-    } finally {
-      await refresh();
-      navigate("/sign-in");
+    } catch (caught) {
+      if (!(caught instanceof ApiError && caught.status === 401)) {
+        setSignOutError(new Error(`Sign out failed, you are still signed in: ${describe(caught)}`));
+        return;
+      }
     }
+    await refresh();
+    navigate("/sign-in");
   }
   return (
     <div className="frame">
@@ -50,6 +60,7 @@ export function Layout() {
         </div>
       </header>
       <main id="main" tabIndex={-1}>
+        <ErrorLine error={signOutError} />
         <Outlet />
       </main>
     </div>

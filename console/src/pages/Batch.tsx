@@ -3,15 +3,23 @@
 // cancel and retry. The page follows the batch until it is settled, not merely terminal: a
 // canceled batch's dispatched work may still run, and its results, receipt and retry come
 // once that work has ended (docs/console.md, "Cancel").
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { ApiError, api, call, type Schemas } from "../api/client";
 import { TERMINAL_STATES, cacheSplitText, isSettled, money, when } from "../format";
-import { BatchProgress, Empty, ErrorLine, Field, Loading, POLL_MS, useLoad } from "../components/ui";
+import { BatchProgress, Empty, ErrorLine, Field, LoadMore, Loading, POLL_MS, useLoad, usePaged } from "../components/ui";
 import { SavingsFacts } from "../components/Savings";
 
 type Receipt = Schemas["BillingReceipt"];
+
+/** The batch's signed files, by the button that opens each. */
+const FILES = [
+  ["output_url", "Result file"],
+  ["error_url", "Error file"],
+  ["receipt_url", "Receipt file"],
+] as const;
+type FileField = (typeof FILES)[number][0];
 
 export function Batch() {
   // Keyed by the id: opening another batch (the retry's new one) starts from "Loading", never
@@ -57,6 +65,18 @@ function BatchPage({ batchId }: { batchId: string }) {
         batch?: { id?: string };
       };
       if (created.batch?.id) navigate(`/batches/${created.batch.id}`);
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+  // A file's URL is signed for 15 minutes and a settled batch is no longer polled: each click
+  // reads the batch again for a freshly signed URL, then goes there.
+  async function openFile(field: FileField) {
+    try {
+      const fresh = await call(api.GET("/v1/batches/{batch_id}", { params: { path: { batch_id: batchId } } }));
+      const url = fresh.batch[field];
+      if (!url) throw new Error("This file is no longer available.");
+      window.location.assign(url);
     } catch (caught) {
       setError(caught);
     }
@@ -147,9 +167,14 @@ function BatchPage({ batchId }: { batchId: string }) {
             Download results (JSONL)
           </button>
         )}
-        {batch.output_url && <a href={batch.output_url}>Result file</a>}
-        {batch.error_url && <a href={batch.error_url}>Error file</a>}
-        {batch.receipt_url && <a href={batch.receipt_url}>Receipt file</a>}
+        {FILES.map(
+          ([field, label]) =>
+            batch[field] && (
+              <button key={field} type="button" onClick={() => void openFile(field)}>
+                {label}
+              </button>
+            ),
+        )}
       </div>
       <ErrorLine error={error} />
       {read.data?.billing_receipt ? <ReceiptView receipt={read.data.billing_receipt} /> : <p>The receipt is written when the batch settles.</p>}
@@ -377,17 +402,28 @@ function RescuesTable({ rescues }: { rescues: Schemas["RescuedLaneReceipt"][] })
 const ITEM_STATUSES = ["", "pending", "processing", "completed", "failed"] as const;
 type ItemStatus = (typeof ITEM_STATUSES)[number];
 
+/** The batch's items, 100 at a time with "Load more items" while the API has a next page; a
+ * change of the filter starts over, a change of the batch's counts reads the shown pages again. */
 function Items({ batchId, refreshKey }: { batchId: string; refreshKey: string }) {
   const [status, setStatus] = useState<ItemStatus>("");
-  const items = useLoad(
-    () =>
+  const items = usePaged(
+    (cursor) =>
       call(
         api.GET("/v1/batches/{batch_id}/items", {
-          params: { path: { batch_id: batchId }, query: { limit: 100, ...(status ? { status } : {}) } },
+          params: {
+            path: { batch_id: batchId },
+            query: { limit: 100, ...(status ? { status } : {}), ...(cursor ? { cursor } : {}) },
+          },
         }),
       ),
-    [batchId, status, refreshKey],
+    [batchId, status],
   );
+  const readFor = useRef(refreshKey);
+  useEffect(() => {
+    if (readFor.current === refreshKey) return;
+    readFor.current = refreshKey;
+    void items.reload();
+  }, [refreshKey, items.reload]);
   return (
     <section aria-labelledby="items-h">
       <h2 id="items-h">Items</h2>
@@ -426,6 +462,7 @@ function Items({ batchId, refreshKey }: { batchId: string; refreshKey: string })
           </tbody>
         </table>
       )}
+      <LoadMore what="items" more={items.more} />
     </section>
   );
 }

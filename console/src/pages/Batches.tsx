@@ -1,18 +1,25 @@
 // Batches: the list with a state filter and live progress (polled while any is not settled:
-// a canceled batch's counts still move while its dispatched work ends).
+// a canceled batch's counts still move while its dispatched work ends), 50 at a time with
+// "Load more batches" while the API has a next page.
 import { useEffect } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { api, call } from "../api/client";
 import { isSettled, when } from "../format";
-import { BatchProgress, Empty, ErrorLine, Field, Loading, POLL_MS, useLoad } from "../components/ui";
+import { BatchProgress, Empty, ErrorLine, Field, LoadMore, Loading, POLL_MS, usePaged } from "../components/ui";
 
 const FILTERS = ["", "active", "completed", "failed", "canceled", "expired"];
+const PAGE = 50;
 
 export function Batches() {
   const [params, setParams] = useSearchParams();
   const state = params.get("state") ?? "";
-  const list = useLoad(
-    () => call(api.GET("/v1/batches", { params: { query: { limit: 50, ...(state ? { state } : {}) } } })),
+  const list = usePaged(
+    (cursor) =>
+      call(
+        api.GET("/v1/batches", {
+          params: { query: { limit: PAGE, ...(state ? { state } : {}), ...(cursor ? { cursor } : {}) } },
+        }),
+      ),
     [state],
   );
   const following = list.data?.data.some((b) => !isSettled(b)) ?? false;
@@ -79,6 +86,12 @@ export function Batches() {
           </tbody>
         </table>
       )}
+      {list.data && !state && list.data.data.length > 0 && (
+        <p className="muted" data-testid="batches-shown">
+          Showing {list.data.data.length} of {list.data.workspace_total_count} batches.
+        </p>
+      )}
+      <LoadMore what="batches" more={list.more} />
       {following && <p className="muted">Refreshing every {POLL_MS / 1000} s while batches are active or settling.</p>}
     </>
   );

@@ -4,7 +4,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { useSearchParams } from "react-router-dom";
 import { ApiError, api, call, type Schemas } from "../api/client";
 import { money, plainDecimalProblem, when } from "../format";
-import { ErrorLine, Field, Loading, Notice, useLoad } from "../components/ui";
+import { ErrorLine, Field, LoadMore, Loading, Notice, useLoad, type More } from "../components/ui";
 
 /** The server's message for `field` (or one of its entries, e.g. `alert_thresholds[0].value`). */
 function fieldError(error: unknown, field: string): string | undefined {
@@ -33,18 +33,38 @@ function unplaced(error: unknown, fields: string[]): unknown {
   return error;
 }
 
-type AuditPage = Schemas["AuditList"];
+type AuditPage = Schemas["AuditList"] & { limit: number };
+
+// The audit log has no cursor: "Load more changes" reads the newest 20 more, up to the API's
+// most per read.
+const AUDIT_PAGE = 20;
+const AUDIT_MOST = 200;
 
 export function Billing() {
   // The audit log is read here so that a save shows in it at once, without a reload.
-  const audit = useLoad(() => call(api.GET("/v1/billing/controls/audit", { params: { query: { limit: 20 } } })));
+  const [auditLimit, setAuditLimit] = useState(AUDIT_PAGE);
+  const audit = useLoad(async (): Promise<AuditPage> => {
+    const page = await call(api.GET("/v1/billing/controls/audit", { params: { query: { limit: auditLimit } } }));
+    return { ...page, limit: auditLimit };
+  }, [auditLimit]);
+  const shown = audit.data;
+  const more: More = {
+    available: shown !== undefined && shown.data.length === shown.limit && shown.limit < AUDIT_MOST,
+    busy: shown !== undefined && shown.limit !== auditLimit && !audit.error,
+    error: null,
+    load: () => {
+      const next = Math.min((shown?.limit ?? AUDIT_PAGE) + AUDIT_PAGE, AUDIT_MOST);
+      if (next === auditLimit) void audit.reload();
+      else setAuditLimit(next);
+    },
+  };
   return (
     <>
       <h1>Billing</h1>
       <BuyCredits />
       <SpendingControls onSaved={() => void audit.reload()} />
       <AutoTopup />
-      <AuditLog data={audit.data} error={audit.error} />
+      <AuditLog data={audit.data} error={audit.error} more={more} />
     </>
   );
 }
@@ -437,7 +457,7 @@ function Change({ before, after }: { before: Record<string, unknown> | null | un
   );
 }
 
-function AuditLog({ data, error }: { data: AuditPage | undefined; error: unknown }) {
+function AuditLog({ data, error, more }: { data: AuditPage | undefined; error: unknown; more: More }) {
   return (
     <section aria-labelledby="audit-h">
       <h2 id="audit-h">Audit log</h2>
@@ -466,6 +486,10 @@ function AuditLog({ data, error }: { data: AuditPage | undefined; error: unknown
             ))}
           </tbody>
         </table>
+      )}
+      <LoadMore what="changes" more={more} />
+      {data && data.data.length === AUDIT_MOST && (
+        <p className="muted">The newest {AUDIT_MOST} changes are shown, the most the audit log answers at once.</p>
       )}
     </section>
   );

@@ -4,7 +4,7 @@
 // roles: the list's `grantable_roles`, computed by the API from the same rule it enforces
 // (docs/roles.md, Granting roles). A refusal anyway (a role changed since the page loaded)
 // is shown as the API's `permission_denied: ...`.
-import { useState, type FormEvent } from "react";
+import { useRef, useState, type FormEvent } from "react";
 import { api, call, type Schemas } from "../api/client";
 import { when } from "../format";
 import { Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
@@ -21,10 +21,16 @@ export function Keys() {
   const [created, setCreated] = useState<Schemas["ApiKeyCreated"] | null>(null);
   const [copied, setCopied] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  // One create at a time: a double click must not make two keys (the first one's value would
+  // never be shown). The ref stops a second submit before the disabled button is drawn.
+  const [creating, setCreating] = useState(false);
+  const inFlight = useRef(false);
 
   async function create(event: FormEvent) {
     event.preventDefault();
-    if (!chosen) return;
+    if (!chosen || inFlight.current) return;
+    inFlight.current = true;
+    setCreating(true);
     try {
       setCreated(await call(api.POST("/v1/auth/account/api-keys", { body: { label, role: chosen } })));
       setCopied(false);
@@ -33,6 +39,9 @@ export function Keys() {
       await keys.reload();
     } catch (caught) {
       setError(caught);
+    } finally {
+      inFlight.current = false;
+      setCreating(false);
     }
   }
 
@@ -78,7 +87,7 @@ export function Keys() {
             ))}
           </select>
         </Field>
-        <button type="submit" disabled={!chosen}>
+        <button type="submit" disabled={!chosen || creating}>
           Create key
         </button>
       </form>
