@@ -6,14 +6,13 @@ and the person stays signed in."""
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.e2e.local_stack import RunningStack
-from tests.e2e.test_console_browser import PASSWORD, VIEWPORT, browser, nav  # noqa: F401 (`browser`: that module's fixture)
+from tests.e2e.test_console_browser import VIEWPORT, browser, nav, signed_in_page  # noqa: F401 (`browser`: that module's fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -21,16 +20,8 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def page(browser: Browser, local_stack: RunningStack) -> Iterator[Page]:  # noqa: F811
     """A signed-in owner's page (a fresh account)."""
-    context = browser.new_context(viewport=VIEWPORT, base_url=local_stack.base_url)
-    context.set_default_timeout(20_000)
-    opened = context.new_page()
-    address = f"actions-{uuid.uuid4().hex[:10]}@example.com"
-    assert opened.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
-    assert opened.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
-    try:
+    with signed_in_page(browser, local_stack, VIEWPORT, "actions") as opened:
         yield opened
-    finally:
-        context.close()
 
 
 def test_a_double_click_on_create_key_makes_one_key(page: Page) -> None:

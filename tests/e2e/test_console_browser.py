@@ -17,6 +17,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,24 @@ def page(browser: Browser, local_stack: RunningStack) -> Iterator[Page]:
     context = browser.new_context(viewport=VIEWPORT, base_url=local_stack.base_url, accept_downloads=True)
     context.set_default_timeout(20_000)
     opened = context.new_page()
+    try:
+        yield opened
+    finally:
+        context.close()
+
+
+@contextmanager
+def signed_in_page(
+    browser: Browser, stack: RunningStack, viewport: ViewportSize, label: str
+) -> Iterator[Page]:
+    """A page signed in as the owner of a fresh account (the signup credit, no batches),
+    registered and logged in through the API; its context closed afterwards."""
+    context = browser.new_context(viewport=viewport, base_url=stack.base_url)
+    context.set_default_timeout(20_000)
+    opened = context.new_page()
+    address = f"{label}-{uuid.uuid4().hex[:10]}@example.com"
+    assert opened.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
+    assert opened.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
     try:
         yield opened
     finally:

@@ -13,7 +13,6 @@ in Debian's chromium against the local stack as `make run` serves it, at a phone
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -28,6 +27,7 @@ from tests.e2e.test_console_browser import (  # noqa: F401 (`browser`: that modu
     _jsonl,
     browser,
     nav,
+    signed_in_page,
 )
 
 pytestmark = pytest.mark.e2e
@@ -39,16 +39,8 @@ WIDTHS: list[ViewportSize] = [PHONE, VIEWPORT]
 @pytest.fixture(params=WIDTHS, ids=lambda size: f"{size['width']}px")
 def page(request: pytest.FixtureRequest, browser: Browser, local_stack: RunningStack) -> Iterator[Page]:  # noqa: F811
     """A signed-in owner's page at each width (a fresh account: the signup credit, no batches)."""
-    context = browser.new_context(viewport=request.param, base_url=local_stack.base_url)
-    context.set_default_timeout(20_000)
-    opened = context.new_page()
-    address = f"live-{uuid.uuid4().hex[:10]}@example.com"
-    assert opened.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
-    assert opened.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
-    try:
+    with signed_in_page(browser, local_stack, request.param, "live") as opened:
         yield opened
-    finally:
-        context.close()
 
 
 def _quote(page: Page) -> None:

@@ -27,6 +27,7 @@ from tests.e2e.test_console_browser import (  # noqa: F401 (`browser`: that modu
     PASSWORD,
     VIEWPORT,
     browser,
+    signed_in_page,
 )
 
 pytestmark = pytest.mark.e2e
@@ -37,16 +38,8 @@ SMALL_PAGE = 2
 @pytest.fixture
 def page(browser: Browser, local_stack: RunningStack) -> Iterator[Page]:  # noqa: F811
     """A signed-in owner's page (a fresh account: the signup credit, no batches)."""
-    context = browser.new_context(viewport=VIEWPORT, base_url=local_stack.base_url)
-    context.set_default_timeout(20_000)
-    opened = context.new_page()
-    address = f"paging-{uuid.uuid4().hex[:10]}@example.com"
-    assert opened.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
-    assert opened.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
-    try:
+    with signed_in_page(browser, local_stack, VIEWPORT, "paging") as opened:
         yield opened
-    finally:
-        context.close()
 
 
 def _create_batch(page: Page, items: int) -> str:

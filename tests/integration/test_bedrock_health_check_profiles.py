@@ -18,13 +18,10 @@ import pytest
 
 from batchroute.catalog import builtin_catalog
 from batchroute.providers.bedrock import BedrockClients, BedrockConverse
-from batchroute.providers.http import Timeouts
 from batchroute.services.catalog.lane_health import AdapterProviderHealth
-from batchroute_tools.emulators.bedrock import US_PROFILE_REGIONS, BedrockEmulator
-from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
-from batchroute_tools.emulators.server import EmulatorServer
+from batchroute_tools.emulators.bedrock import US_PROFILE_REGIONS
+from tests.integration.test_bedrock_inference_profiles import REGION, catalog_bedrock_models, emulated
 
-REGION = "us-east-1"
 ACCOUNT = "123456789012"
 LLAMA_31 = "meta.llama3-1-8b-instruct-v1:0"  # served in-Region: no profile of its own here
 # botocore's InferenceProfileSummary (bedrock 2023-04-20): its required members
@@ -32,27 +29,11 @@ REQUIRED = {"inferenceProfileName", "inferenceProfileArn", "models", "inferenceP
 PROFILE_NAME = re.compile(r"([0-9a-zA-Z][ _-]?)+")
 
 
-def catalog_bedrock_models() -> list[str]:
-    return [lane.provider_model_id for lane in builtin_catalog().lanes if lane.provider == "bedrock"]
-
-
 @pytest.fixture(scope="module")
 def clients() -> Iterator[BedrockClients]:
     # Given the emulator serving the catalog's Bedrock models (as local mode) and one more
-    models = [*catalog_bedrock_models(), LLAMA_31]
-    emulator = BedrockEmulator(
-        Behaviour(EmulatorConfig()), s3=None, models=models, region=REGION, account=ACCOUNT
-    )
-    server = EmulatorServer([emulator.vendor]).start()
-    try:
-        yield BedrockClients(
-            region=REGION,
-            runtime_url=emulator.runtime_url(server.base_url),
-            control_url=emulator.control_url(server.base_url),
-            timeouts=Timeouts(connect=2.0, read=10.0),
-        )
-    finally:
-        server.stop()
+    with emulated([*catalog_bedrock_models(), LLAMA_31], account=ACCOUNT) as made:
+        yield made
 
 
 def profiles(clients: BedrockClients, **kwargs: Any) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +45,10 @@ def catalog_bedrock_models() -> list[str]:
     return [lane.provider_model_id for lane in builtin_catalog().lanes if lane.provider == "bedrock"]
 
 
-@pytest.fixture(scope="module")
-def clients() -> Iterator[BedrockClients]:
-    # Given the emulator serving the catalog's Bedrock models and the others these tests name
-    models = [*catalog_bedrock_models(), HAIKU_35, LLAMA_33, CLAUDE_3]
-    emulator = BedrockEmulator(Behaviour(EmulatorConfig()), s3=None, models=models, region=REGION)
+@contextmanager
+def emulated(models: list[str], **options: Any) -> Iterator[BedrockClients]:
+    """The adapter's clients over a Bedrock emulator in REGION serving `models`."""
+    emulator = BedrockEmulator(Behaviour(EmulatorConfig()), s3=None, models=models, region=REGION, **options)
     server = EmulatorServer([emulator.vendor]).start()
     try:
         yield BedrockClients(
@@ -59,6 +59,13 @@ def clients() -> Iterator[BedrockClients]:
         )
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def clients() -> Iterator[BedrockClients]:
+    # Given the emulator serving the catalog's Bedrock models and the others these tests name
+    with emulated([*catalog_bedrock_models(), HAIKU_35, LLAMA_33, CLAUDE_3]) as made:
+        yield made
 
 
 def converse_body(model: str) -> dict[str, Any]:
