@@ -79,12 +79,12 @@ def handle_failure_attempts(pipeline: Pipeline, execution_arn: str | None) -> li
 def test_a_settle_worker_down_longer_than_handle_failure_s_timeout_still_settles_the_batch(
     pipeline: Pipeline,
 ) -> None:
-    # Given the settle worker answering nothing for 10 s from its first message, Finalize and
+    # Given the settle worker answering nothing for 6 s from its first message, Finalize and
     # HandleFailure timing out after 2 s: Finalize times out, then HandleFailure, more than once
     shorten_task_timeout(pipeline, "Finalize", 2)
     shorten_task_timeout(pipeline, "HandleFailure", 2)
     retry_sooner(pipeline, "HandleFailure")
-    pipeline.wrappers["settle"] = worker_down(pipeline, 10)
+    pipeline.wrappers["settle"] = worker_down(pipeline, 6)
     # When the batch runs
     outcome = run_and_check(pipeline, mixed_items())
     # Then HandleFailure's task is sent again until the worker, back, answers it: the batch
@@ -102,7 +102,7 @@ def test_a_settle_worker_down_longer_than_handle_failure_s_timeout_still_settles
 def test_a_receipt_outage_past_handle_failure_s_timeout_charges_the_settled_batch_once(
     pipeline: Pipeline,
 ) -> None:
-    # Given S3 refusing the receipt for 10 s from the first attempt: Settle charges the
+    # Given S3 refusing the receipt for 6 s from the first attempt: Settle charges the
     # reservation, then cannot write the receipt until its message dead-letters and its task
     # times out; HandleFailure's `fail` gets as far (the charge replayed, no receipt) and
     # times out too, more than once
@@ -116,7 +116,7 @@ def test_a_receipt_outage_past_handle_failure_s_timeout_charges_the_settled_batc
             code="InternalError",
             status=500,
             times=10_000,
-            window_seconds=10,
+            window_seconds=6,
             match=lambda request: s3_path(request).endswith("/receipt.json"),
         )
     )
@@ -156,12 +156,12 @@ def expired_while_down(pipeline: Pipeline, seconds: float) -> Callable[[Handler,
 def test_a_batch_expired_while_the_settle_worker_is_down_is_settled_once_it_is_back(
     pipeline: Pipeline,
 ) -> None:
-    # Given the settle worker down for 10 s, HandleFailure timing out meanwhile, and the SLA
+    # Given the settle worker down for 6 s, HandleFailure timing out meanwhile, and the SLA
     # sweeper expiring the batch before the worker answers again
     shorten_task_timeout(pipeline, "Finalize", 2)
     shorten_task_timeout(pipeline, "HandleFailure", 2)
     retry_sooner(pipeline, "HandleFailure")
-    pipeline.wrappers["settle"] = expired_while_down(pipeline, 10)
+    pipeline.wrappers["settle"] = expired_while_down(pipeline, 6)
     # When the batch runs
     outcome = run_and_check(pipeline, mixed_items())
     # Then the retried HandleFailure finalizes and settles the expired batch (its move to

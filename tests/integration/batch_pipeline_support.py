@@ -75,7 +75,7 @@ def quiet_simulation(monkeypatch: Any, tmp_path: Path, *, heartbeats: bool = Tru
         heartbeat_all_lanes()
 
 
-def heartbeat_all_lanes(clock: Clock | None = None) -> None:
+def heartbeat_all_lanes(clock: Clock | None = None, *, rewrite: bool = False) -> None:
     """Every lane's heartbeat, fresh at `clock`'s time (now by default): the service's lane
     health refresh, as the minute sweep runs it.
 
@@ -83,7 +83,9 @@ def heartbeat_all_lanes(clock: Clock | None = None) -> None:
     lane) made it the largest part of their set-up. So the rows the refresh wrote on the first
     fresh stack of this process are kept, and on a later fresh stack written again in one
     BatchWriteItem, with that refresh's time and UTC day replaced by this one's. A stack that
-    already has lane rows gets the refresh itself (it keeps consumed capacity and marks)."""
+    already has lane rows gets the refresh itself (it keeps consumed capacity and marks),
+    unless `rewrite`: a test that only needs every lane fresh, time after time, has the kept
+    rows written over what its stack holds (a full day's capacity, no marks)."""
     now = (clock or SystemClock()).now()
     at, day = isoformat(now), now.astimezone(UTC).date().isoformat()
     store = LaneStateStore(get_settings().table_name("controls"))
@@ -93,7 +95,7 @@ def heartbeat_all_lanes(clock: Clock | None = None) -> None:
         (lane.lane_id, lane.daily_capacity_items) for lane in catalog.lanes if lane.provider in enabled
     )
     fresh = not _lane_rows(store)
-    kept = _REFRESHED_ROWS.get(lanes) if fresh else None
+    kept = _REFRESHED_ROWS.get(lanes) if fresh or rewrite else None
     if kept is None:
         refresh_lane_heartbeats(catalog, store, SimulatedProviderHealth(), FixedClock(now))
         if fresh:
@@ -244,6 +246,50 @@ def run_until_done(stack: LocalStack, execution_arn: str, budget_seconds: float 
 
 def run_workflow(stack: LocalStack, batch_id: str) -> dict[str, Any]:
     return run_until_done(stack, start(stack, batch_id))
+
+
+def shorten(stack: LocalStack, state: str, seconds: int) -> None:
+    """The deployed state machine with `state`'s TimeoutSeconds cut and its retries gone: a
+    task whose worker never answers has spent all its time in seconds, not hours or days."""
+    sfn = boto3.client("stepfunctions", region_name=stack.region)
+    arn = stack.state_machine_arn
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=arn)["definition"])
+    definition["States"][state]["TimeoutSeconds"] = seconds
+    definition["States"][state].pop("Retry", None)
+    sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
+
+
+def drive(stack: LocalStack, arn: str, *, unanswered: frozenset[str] = frozenset()) -> str:
+    """Poll every queue with the real handlers until the execution ends; the messages of
+    `unanswered` steps go back to their queue unprocessed (a settle worker that is down).
+    The execution's end status."""
+    sfn = boto3.client("stepfunctions", region_name=stack.region)
+    consumers = pollers(stack)
+    for poller in consumers:
+        poller.handler = _holding(poller.handler, unanswered)
+    deadline = time.monotonic() + 60
+    while (status := sfn.describe_execution(executionArn=arn)["status"]) == "RUNNING":
+        assert time.monotonic() < deadline, f"the execution did not end: {_last(sfn, arn)}"
+        if not any(p.poll_once().received for p in consumers):
+            time.sleep(0.05)
+    return str(status)
+
+
+def _last(sfn: Any, arn: str) -> list[tuple[str, str | None]]:
+    events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"][-8:]
+    return [(e["type"], e.get("stateEnteredEventDetails", {}).get("name")) for e in events]
+
+
+def _holding(handler: Any, unanswered: frozenset[str]) -> Any:
+    def holding(event: dict[str, Any], context: Any) -> Any:
+        kept, held = [], []
+        for record in event["Records"]:
+            (held if json.loads(record["body"]).get("step") in unanswered else kept).append(record)
+        answer = handler({**event, "Records": kept}, context) if kept else None
+        failures = list((answer or {}).get("batchItemFailures", []))
+        return {"batchItemFailures": failures + [{"itemIdentifier": r["messageId"]} for r in held]}
+
+    return holding
 
 
 def states_entered(stack: LocalStack, execution_arn: str) -> list[str]:

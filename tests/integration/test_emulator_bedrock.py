@@ -735,7 +735,9 @@ def test_a_finished_batch_job_keeps_no_record_in_memory(batch: BedrockBatch, clo
     """Bedrock reads a job's input from S3 when it runs; so does the emulator, which keeps only
     each input's key and count (issue 18: the local service process, which runs the
     emulators, stays flat in the batch's size). Before, every job kept its parsed records."""
-    records, prompt = 20, "x" * 2_000
+    # Each job 160 KB of prompts, so what a job keeps regardless of its size (its key and
+    # count, ~5 KB in all) stays far under the bound, while a job's records would not.
+    records, prompt = 5, "x" * 32_000
 
     def run(jobs: int) -> None:
         for _ in range(jobs):
@@ -748,15 +750,15 @@ def test_a_finished_batch_job_keeps_no_record_in_memory(batch: BedrockBatch, clo
     run(2)  # clients, connections, lazy imports
     tracemalloc.start(30)
     try:
+        run(3)
+        gc.collect()
+        after_3 = _emulator_heap()
         run(5)
         gc.collect()
-        after_5 = _emulator_heap()
-        run(20)
-        gc.collect()
-        after_25 = _emulator_heap()
+        after_8 = _emulator_heap()
     finally:
         tracemalloc.stop()
-    per_job = (after_25 - after_5) / 20
+    per_job = (after_8 - after_3) / 5
     job_bytes = records * len(prompt)
     assert per_job < job_bytes / 8, f"{per_job:.0f} bytes kept per job of {job_bytes} bytes"
 

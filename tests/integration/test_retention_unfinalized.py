@@ -8,13 +8,10 @@ org's window has passed; only the receipt stays."""
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
 from fastapi.testclient import TestClient
 
@@ -33,9 +30,10 @@ from functions.api.auth import identity_store
 from tests.integration.batch_pipeline_support import (
     CreatedBatch,
     create_batch,
+    drive,
     heartbeat_all_lanes,
     item,
-    pollers,
+    shorten,
     start,
 )
 from tests.integration.principals import new_org
@@ -60,50 +58,6 @@ def settings(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: A
     heartbeat_all_lanes()
     yield get_settings().model_copy(update={"retention_grace_hours": 72})
     get_settings.cache_clear()
-
-
-def shorten(stack: LocalStack, state: str, seconds: int) -> None:
-    """The deployed state machine with `state`'s TimeoutSeconds cut and its retries gone: a
-    task whose worker never answers has spent all its time in seconds, not hours or days."""
-    sfn = boto3.client("stepfunctions", region_name=stack.region)
-    arn = stack.state_machine_arn
-    definition = json.loads(sfn.describe_state_machine(stateMachineArn=arn)["definition"])
-    definition["States"][state]["TimeoutSeconds"] = seconds
-    definition["States"][state].pop("Retry", None)
-    sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
-
-
-def drive(stack: LocalStack, arn: str, *, unanswered: frozenset[str] = frozenset()) -> str:
-    """Poll every queue with the real handlers until the execution ends; the messages of
-    `unanswered` steps go back to their queue unprocessed (a settle worker that is down).
-    The execution's end status."""
-    sfn = boto3.client("stepfunctions", region_name=stack.region)
-    consumers = pollers(stack)
-    for poller in consumers:
-        poller.handler = _holding(poller.handler, unanswered)
-    deadline = time.monotonic() + 60
-    while (status := sfn.describe_execution(executionArn=arn)["status"]) == "RUNNING":
-        assert time.monotonic() < deadline, f"the execution did not end: {_last(sfn, arn)}"
-        if not any(p.poll_once().received for p in consumers):
-            time.sleep(0.05)
-    return str(status)
-
-
-def _last(sfn: Any, arn: str) -> list[tuple[str, str | None]]:
-    events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"][-8:]
-    return [(e["type"], e.get("stateEnteredEventDetails", {}).get("name")) for e in events]
-
-
-def _holding(handler: Any, unanswered: frozenset[str]) -> Any:
-    def holding(event: dict[str, Any], context: Any) -> Any:
-        kept, held = [], []
-        for record in event["Records"]:
-            (held if json.loads(record["body"]).get("step") in unanswered else kept).append(record)
-        answer = handler({**event, "Records": kept}, context) if kept else None
-        failures = list((answer or {}).get("batchItemFailures", []))
-        return {"batchItemFailures": failures + [{"itemIdentifier": r["messageId"]} for r in held]}
-
-    return holding
 
 
 def keys(stack: LocalStack, batch_id: str) -> list[str]:
@@ -168,8 +122,8 @@ def test_a_batch_the_sweeper_expires_after_its_workflow_died_is_reclaimed(
     # HandleFailure time out and the execution fails with the batch still running
     org = new_org(credit_usd="5")
     created = six_items(org.org_id)
-    shorten(local_aws, "Finalize", 2)
-    shorten(local_aws, "HandleFailure", 2)
+    shorten(local_aws, "Finalize", 1)
+    shorten(local_aws, "HandleFailure", 1)
     status = drive(local_aws, start(local_aws, created.batch_id), unanswered=frozenset({"finalize", "fail"}))
     wiring = wiring_for(settings, FixedClock(datetime.now(UTC)))
     assert status == "FAILED" and record(wiring, created.batch_id).state == "running"
@@ -257,8 +211,8 @@ def test_a_batch_canceled_after_its_workflow_died_is_reclaimed(
     # Given a batch whose workflow died with the batch still running (its settle worker down)
     org = new_org(credit_usd="5")
     created = six_items(org.org_id)
-    shorten(local_aws, "Finalize", 2)
-    shorten(local_aws, "HandleFailure", 2)
+    shorten(local_aws, "Finalize", 1)
+    shorten(local_aws, "HandleFailure", 1)
     status = drive(local_aws, start(local_aws, created.batch_id), unanswered=frozenset({"finalize", "fail"}))
     assert status == "FAILED" and has_prompts_and_outputs(local_aws, created.batch_id)
     # When the customer cancels it (no workflow is left to finalize it)

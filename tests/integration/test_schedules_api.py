@@ -291,7 +291,7 @@ def test_fires_across_the_dst_change_in_the_schedules_zone(
     wiring = _wiring(clock)
     for _ in range(3 * 12):
         clock.advance(hours=2)
-        heartbeat_all_lanes(clock)
+        heartbeat_all_lanes(clock, rewrite=True)
         wiring.schedules.fire_due()
     runs = client.get(f"/v1/schedules/{sid}/runs", headers=org.key_headers()).json()["data"]
     # Then once a day: the skipped 02:30 fires once at 03:30 EDT, then 02:30 EDT
