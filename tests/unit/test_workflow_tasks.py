@@ -54,3 +54,29 @@ def test_a_step_this_worker_does_not_run_fails_permanently() -> None:
     callbacks = RecordingCallbacks()
     run_task(_task("deliver"), {"route": lambda t: {}}, callbacks)
     assert callbacks.failed[0][1] == "UnknownStep"
+
+
+def test_a_task_no_workflow_waits_on_is_answered_to_no_one() -> None:
+    # Given the sweeper's `fail` task for a batch whose workflow ended (empty task token)
+    task = WorkflowTask.model_validate(
+        {"step": "fail", "batch_id": "batch_1", "task_token": "", "error": {"Error": "WorkflowEnded"}}
+    )
+    callbacks = RecordingCallbacks()
+    # When it runs to an output
+    assert run_task(task, {"fail": lambda t: {"step": "fail", "batch_id": t.batch_id}}, callbacks) is not None
+    # Then no token is answered (Step Functions refuses an empty one, and the message would
+    # go back to its queue until it dead-lettered)
+    assert not callbacks.succeeded and not callbacks.failed
+
+
+def test_a_permanent_failure_of_a_task_no_workflow_waits_on_goes_back_to_its_queue() -> None:
+    def broken(_: WorkflowTask) -> dict[str, Any]:
+        raise PermanentError("no pipeline")
+
+    task = WorkflowTask.model_validate(
+        {"step": "check_file", "batch_id": "", "task_token": "", "file_id": "f"}
+    )
+    callbacks = RecordingCallbacks()
+    with pytest.raises(PermanentError):
+        run_task(task, {"check_file": broken}, callbacks)
+    assert not callbacks.failed

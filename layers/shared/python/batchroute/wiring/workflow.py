@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from batchroute.services.workflow.rescue import DeadlineRescue
     from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
+    from batchroute.services.workflow.stranded import StrandedHolds
     from batchroute.services.workflow.sweeper import Sweeper
 
 
@@ -146,7 +147,17 @@ class WorkflowWiring(SchedulesWiring):
             schedules=self.schedules,
             file_checks=self.file_check_resender,
             regression_holds=self.ledger,  # golden-set runs that died holding credit
+            stranded_holds=self.stranded_holds,
         )
+
+    @cached_property
+    def stranded_holds(self) -> StrandedHolds | None:
+        """Batch holds no workflow will settle: their `fail` step on the settle queue (None
+        without one)."""
+        from batchroute.services.workflow.stranded import StrandedHolds
+
+        settle = self.queue("settle")
+        return None if settle is None else StrandedHolds(self.ledger, self.batch_records, settle, self.clock)
 
     @cached_property
     def retention_gc(self) -> RetentionCollector:

@@ -162,16 +162,20 @@ class UnknownStep(PermanentError):
 
 def run_task(task: WorkflowTask, steps: Mapping[str, Step], callbacks: TaskCallbacks) -> StepOutput | None:
     """Run one step. A permanent failure fails the workflow task; anything else propagates
-    so SQS redelivers the message (and, after maxReceiveCount, dead-letters it)."""
+    so SQS redelivers the message (and, after maxReceiveCount, dead-letters it). A task no
+    workflow waits on (empty token: the sweeper's) is answered to no one."""
     step = steps.get(task.step)
     try:
         if step is None:
             raise UnknownStep(f"this worker does not run step {task.step!r}")
         output = step(task)
     except PermanentError as exc:
+        if not task.task_token:
+            raise
         callbacks.fail(task.task_token, error=type(exc).__name__, cause=str(exc)[:32000])
         return None
     if output is None:
         return None
-    callbacks.succeed(task.task_token, output)
+    if task.task_token:
+        callbacks.succeed(task.task_token, output)
     return output

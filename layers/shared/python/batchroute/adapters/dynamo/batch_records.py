@@ -273,6 +273,16 @@ class BatchRecords(DynamoStore):
             {":at": at},
         )
 
+    def claim_settle_resend(self, batch_id: str, *, at: str, not_since: str) -> bool:
+        """Claim the sending of a stranded batch's `fail` step (services/workflow/stranded.py):
+        False when the batch is missing or was claimed at `not_since` or later."""
+        return self._update_meta(
+            batch_id,
+            "SET settle_resent_at = :at",
+            "attribute_exists(pk) AND (attribute_not_exists(settle_resent_at) OR settle_resent_at < :since)",
+            {":at": at, ":since": not_since},
+        )
+
     # -- workflow start (services/batches/launch.py) -------------------------------------------
     def started(self, batch_id: str, execution_arn: str) -> None:
         """Record the workflow's execution on META, then take the batch off the start index."""

@@ -251,6 +251,7 @@ class SweepOutcome(TypedDict, total=False):
     retention: NotRequired[ReclaimSummary]
     schedules: NotRequired[dict[str, list[str]]]
     file_checks_resent: NotRequired[list[str]]
+    stranded_batches_resent: NotRequired[list[str]]
     auto_topups: NotRequired[dict[str, list[str]]]
     regression_holds_released: NotRequired[list[str]]
 
@@ -279,7 +280,9 @@ class DueSchedules(Protocol):
     def fire_due(self, *, limit: int = 100) -> dict[str, list[str]]: ...
 
 
-class LostFileChecks(Protocol):
+class DueResends(Protocol):
+    """Work whose message was lost or whose workflow ended: sent again (the ids)."""
+
     def resend_due(self, *, limit: int = 100) -> list[str]: ...
 
 
@@ -296,7 +299,7 @@ class Sweeper:
     stale chat holds, release the holds of regression runs past their deadline, retry
     webhooks that are due, reclaim result bytes whose retention window passed (one bounded
     page), re-send the check of uploads left `uploaded` too long (a lost `check_file`
-    message)."""
+    message), send the `fail` step of batches whose hold no workflow will settle."""
 
     refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
     batches: ExpiryRecords
@@ -316,7 +319,9 @@ class Sweeper:
     billing_webhooks: DueWebhooks | None = None  # billing alert events (docs/billing-alerts.md)
     watch: MoneyWatch | None = None  # alerts and auto top-up after a stale hold is charged
     schedules: DueSchedules | None = None  # recurring schedules due by now (docs/schedules.md)
-    file_checks: LostFileChecks | None = None  # uploads still waiting for their check (docs/files.md)
+    file_checks: DueResends | None = None  # uploads still waiting for their check (docs/files.md)
+    # batch holds no workflow will settle: their `fail` step (services/workflow/stranded.py)
+    stranded_holds: DueResends | None = None
     # golden-set regression holds past their run's deadline (docs/schedules.md)
     regression_holds: DueHolds | None = None
 
@@ -385,6 +390,8 @@ class Sweeper:
             steps.append(("schedules", partial(_schedules, self.schedules)))
         if self.file_checks is not None:
             steps.append(("file_checks", partial(_file_checks, self.file_checks)))
+        if self.stranded_holds is not None:
+            steps.append(("stranded_holds", partial(_stranded_holds, self.stranded_holds)))
         if self.topups is not None:
             steps.append(("auto_topups", partial(_auto_topups, self.topups)))
         return steps
@@ -442,10 +449,16 @@ def _schedules(due: DueSchedules) -> SweepOutcome:
     return {"schedules": fired}
 
 
-def _file_checks(checks: LostFileChecks) -> SweepOutcome:
+def _file_checks(checks: DueResends) -> SweepOutcome:
     resent = checks.resend_due()
     metrics.add_metric(name="FileChecksResent", unit=MetricUnit.Count, value=len(resent))
     return {"file_checks_resent": resent}
+
+
+def _stranded_holds(stranded: DueResends) -> SweepOutcome:
+    resent = stranded.resend_due()
+    metrics.add_metric(name="StrandedBatchHoldsResent", unit=MetricUnit.Count, value=len(resent))
+    return {"stranded_batches_resent": resent}
 
 
 def _auto_topups(topups: PendingTopups) -> SweepOutcome:
