@@ -374,7 +374,7 @@ def test_an_attempt_whose_worker_died_is_recovered_after_its_lease(
             updated_at=at,
             next_attempt_at=at,
         ),
-        previous_state=None,
+        replacing=None,
     )
     lease_until = isoformat(clock.now() + timedelta(seconds=service.lease_seconds))
     assert records.claim("batch_lease", attempt=1, now_iso=at, lease_until_iso=lease_until)
@@ -596,3 +596,45 @@ def test_a_batch_whose_bytes_retention_reclaimed_is_not_redelivered(
     assert record is not None and record.last_error is not None
     assert record.last_error.code == "results_expired"
     assert delivered_objects(customer, org, "batch_reclaimed") == {}
+
+
+def test_a_redeliver_that_read_an_older_attempt_does_not_write_its_count_back(
+    wiring: Wiring, clock: FixedClock, local_aws: LocalStack, org: TestOrg, customer: CustomerS3
+) -> None:
+    service = _inline(wiring)
+    register(wiring.delivery_targets, org, customer)
+    finished_batch(org.org_id, "batch_stale")
+    records = wiring.bucket_deliveries
+    target = wiring.delivery_targets.enabled(org.org_id)[0]
+    at = isoformat(clock.now())
+    pending = DeliveryRecord(
+        batch_id="batch_stale",
+        org_id=org.org_id,
+        state="pending",
+        targets=(TargetDelivery(target.target_id, target.name, target.bucket, target.prefix),),
+        created_at=at,
+        updated_at=at,
+        next_attempt_at=at,
+    )
+    assert records.start_round(pending, replacing=None)
+    lease_until = isoformat(clock.now() + timedelta(seconds=service.lease_seconds))
+
+    def fail_attempt(attempt: int) -> None:
+        assert records.claim("batch_stale", attempt=attempt, now_iso=at, lease_until_iso=lease_until)
+        assert records.complete(replace(pending, state="failed", attempts=attempt), attempt=attempt)
+
+    # Given a failed delivery (attempt 1), as a redeliver reads it
+    fail_attempt(1)
+    seen = records.get("batch_stale")
+    assert seen is not None and (seen.state, seen.attempts) == ("failed", 1)
+    # And a retry that claims and fails attempt 2 before the redeliver writes
+    fail_attempt(2)
+    # When the redeliver writes its new round from what it read
+    fresh = replace(seen, state="pending", round_start=seen.attempts, redeliveries=1)
+    # Then it is refused (the service answers 409 delivery_in_progress), and the count stays 2
+    assert not records.start_round(fresh, replacing=seen)
+    stored = records.get("batch_stale")
+    assert stored is not None and (stored.state, stored.attempts, stored.redeliveries) == ("failed", 2, 0)
+    # And a redeliver that reads it afresh starts its round after attempt 2
+    again = replace(stored, state="pending", round_start=2, redeliveries=1)
+    assert records.start_round(again, replacing=stored)

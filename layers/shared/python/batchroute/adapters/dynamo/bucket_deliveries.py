@@ -40,21 +40,25 @@ class BucketDeliveries(LeasedStore):
         item = self.item_at(_key(batch_id))
         return delivery_from_item(plain(item)) if item is not None else None
 
-    def start_round(self, record: DeliveryRecord, *, previous_state: str | None) -> bool:
+    def start_round(self, record: DeliveryRecord, *, replacing: DeliveryRecord | None) -> bool:
         """Write the delivery at the start of a round (pending, due at `next_attempt_at`):
-        new (`previous_state` None) or replacing one in `previous_state`. False when the
-        delivery is not what the caller saw (a concurrent step or redeliver won)."""
+        new (`replacing` None) or in place of `replacing`, as the caller read it: same state
+        and attempt count. False when the delivery is not what the caller saw (a concurrent
+        step, retry or redeliver won; its attempt count is never written back)."""
         item = {**to_item(asdict(record)), **_key(record.batch_id)}
         if record.next_attempt_at is not None:
             item["gsi1pk"] = to_value(DUE_PARTITION)
             item["gsi1sk"] = to_value(due_sort_key(record.next_attempt_at, record.batch_id))
         kwargs: dict[str, Any] = {"TableName": self.table_name, "Item": item}
-        if previous_state is None:
+        if replacing is None:
             kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
-            kwargs["ConditionExpression"] = "#state = :previous"
+            kwargs["ConditionExpression"] = "#state = :previous AND attempts = :attempts"
             kwargs["ExpressionAttributeNames"] = {"#state": "state"}
-            kwargs["ExpressionAttributeValues"] = {":previous": to_value(previous_state)}
+            kwargs["ExpressionAttributeValues"] = {
+                ":previous": to_value(replacing.state),
+                ":attempts": to_value(replacing.attempts),
+            }
         return conditional_put(self.dynamodb, **kwargs)
 
     def claim(self, batch_id: str, *, attempt: int, now_iso: str, lease_until_iso: str) -> bool:

@@ -55,7 +55,7 @@ RECLAIMED = "retention reclaimed the batch's result bytes"
 class DeliveryStore(Protocol):
     def get(self, batch_id: str) -> DeliveryRecord | None: ...
 
-    def start_round(self, record: DeliveryRecord, *, previous_state: str | None) -> bool: ...
+    def start_round(self, record: DeliveryRecord, *, replacing: DeliveryRecord | None) -> bool: ...
 
     def claim(self, batch_id: str, *, attempt: int, now_iso: str, lease_until_iso: str) -> bool: ...
 
@@ -135,7 +135,7 @@ class BucketDelivery:
                 updated_at=at,
                 next_attempt_at=at,
             )
-            if not self.records.start_round(record, previous_state=None):
+            if not self.records.start_round(record, replacing=None):
                 record = self.records.get(batch.batch_id)  # a concurrent step made it
                 if record is None:
                     return None
@@ -217,7 +217,7 @@ class BucketDelivery:
             next_attempt_at=at,
             last_attempt_at=record.last_attempt_at if record else None,
         )
-        if not self.records.start_round(fresh, previous_state=record.state if record else None):
+        if not self.records.start_round(fresh, replacing=record):
             raise Conflict(
                 "A delivery of this batch is already queued or running.",
                 code="delivery_in_progress",
