@@ -7,7 +7,7 @@ the session cookie stays first-party (docs/console.md, Deployment):
                         function that redirects / to /console/ and answers every extension-less
                         /console/... route with /console/index.html (the SPA's router takes it
                         from there), security headers with a CSP of 'self'
-  /v1/*, /openapi.json, /docs
+  /v1/*, /openapi.json
                      -> the REST API's stage (execute-api domain, stage as origin path):
                         no caching, every viewer header but Host, cookies and query strings
                         forwarded, all methods; answers pass through untouched; a
@@ -47,7 +47,9 @@ from infra.storage import lifecycle_rule
 CONSOLE_PATH = "/console/"
 KEY_PREFIX = "console/"  # the bucket mirrors the URL space: /console/x is the object console/x
 # Paths the API answers; everything else is the console's.
-API_PATH_PATTERNS = ("/v1/*", "/openapi.json", "/docs")
+# Not /docs: its Swagger UI loads a script from a CDN, which must not run on the origin that
+# holds the console's session cookie; it stays on the API's own (execute-api) host.
+API_PATH_PATTERNS = ("/v1/*", "/openapi.json")
 INDEX = "index.html"
 # Vite names every asset after its content hash: a changed file is a new URL.
 ASSETS_CACHE_CONTROL = "public, max-age=31536000, immutable"

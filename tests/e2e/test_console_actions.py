@@ -1,7 +1,8 @@
 """Console actions that must not run twice or fail silently, in Debian's chromium against the
 local stack (docs/console.md): "Create key" is disabled while its request runs, so a double
 click makes one key, whose value is shown; a sign-out the service does not confirm says so,
-and the person stays signed in."""
+and the person stays signed in; a blank percent threshold is refused, not saved as 0%; the
+auto top-up form keeps what is typed while the page looks for a purchase's card."""
 
 from __future__ import annotations
 
@@ -75,3 +76,49 @@ def test_a_failed_sign_out_says_so_and_stays_signed_in(page: Page) -> None:
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     expect(page.get_by_role("alert")).to_have_count(0)
+
+
+def test_a_percent_threshold_left_blank_is_refused_not_saved_as_zero(page: Page) -> None:
+    # Given the billing page with a percent-of-limit threshold added
+    page.goto("/console/billing")
+    before = page.request.get("/v1/billing/controls").json()["controls"]["alert_thresholds"]
+    page.get_by_role("button", name="Add threshold").click()
+    index = len(before)
+    expect(page.get_by_label(f"Threshold {index + 1} kind")).to_have_value("pct_of_limit")
+
+    # When its value is cleared and the controls saved
+    page.get_by_label(f"Threshold {index + 1} value").fill("")
+    page.get_by_role("button", name="Save spending controls").click()
+
+    # Then the API's refusal shows under that value, and no 0% threshold is stored
+    field_error = page.locator(f"#threshold-value-{index}-error")
+    expect(field_error).to_contain_text("whole percent from 0 to 100")
+    expect(page.get_by_text("Spending controls saved.")).to_have_count(0)
+    assert page.request.get("/v1/billing/controls").json()["controls"]["alert_thresholds"] == before
+
+    # When a percent is typed / Then it saves as that number
+    page.get_by_label(f"Threshold {index + 1} value").fill("75")
+    page.get_by_role("button", name="Save spending controls").click()
+    expect(page.get_by_text("Spending controls saved.")).to_be_visible()
+    stored = page.request.get("/v1/billing/controls").json()["controls"]["alert_thresholds"]
+    assert stored[index] == {"type": "pct_of_limit", "value": 75}
+
+
+def test_auto_top_up_edits_survive_the_look_for_a_card_after_a_purchase(page: Page) -> None:
+    # Given the billing page back from checkout, looking every 1.5 s for the card the
+    # purchase saves (none comes: nothing was bought)
+    page.goto("/console/billing?checkout=success")
+    trigger = page.get_by_label("When the balance falls below (USD)")
+    expect(trigger).to_have_value(re.compile(r"\d"))
+
+    # When the person types while the page looks again
+    trigger.fill("7.50")
+    page.get_by_label("Top up automatically").check()
+    with page.expect_response(re.compile(r"/v1/billing/auto-topup$")):
+        pass
+    with page.expect_response(re.compile(r"/v1/billing/auto-topup$")):
+        pass
+
+    # Then what they typed is still there after each look
+    expect(trigger).to_have_value("7.50")
+    expect(page.get_by_label("Top up automatically")).to_be_checked()

@@ -27,6 +27,12 @@ function notPlain(code: string, fields: [string, string | null][], decimals: num
 
 const PLAIN = "A plain decimal, like 1000 or 12.50";
 
+/** A percent threshold's value as the API takes it: a number, or the text itself when it is
+ * blank, which the API refuses under the field (Number("") would send 0, a 0% threshold). */
+function percent(text: string): number | string {
+  return text.trim() === "" ? text : Number(text);
+}
+
 /** An error that no field shows is shown above the form's button instead. */
 function unplaced(error: unknown, fields: string[]): unknown {
   if (error instanceof ApiError && error.field && fields.some((f) => fieldError(error, f))) return null;
@@ -199,7 +205,7 @@ function SpendingControls({ onSaved }: { onSaved: () => void }) {
       low_balance_amount: lowBalance.trim() === "" ? null : lowBalance,
       alert_email_enabled: emailAlerts,
       alert_webhook_enabled: webhookAlerts,
-      alert_thresholds: thresholds.map((t) => ({ type: t.type, value: t.type === "pct_of_limit" ? Number(t.value) : t.value })),
+      alert_thresholds: thresholds.map((t) => ({ type: t.type, value: t.type === "pct_of_limit" ? percent(t.value) : t.value })),
     } as unknown as Schemas["ControlsUpdate"];
     try {
       loaded.setData(await call(api.PUT("/v1/billing/controls", { body })));
@@ -317,14 +323,23 @@ function AutoTopup() {
   const [cap, setCap] = useState("");
   const [error, setError] = useState<unknown>(null);
   const [saved, setSaved] = useState(false);
+  // Edited since it was last filled from the API: a reload (the card looked for after a
+  // purchase) then leaves the form as the person is typing it.
+  const [edited, setEdited] = useState(false);
   useEffect(() => {
     const s = loaded.data?.auto_topup;
-    if (!s) return;
+    if (!s || edited) return;
     setEnabled(s.enabled);
     setTrigger(s.trigger_balance.amount);
     setAmount(s.amount.amount);
     setCap(s.monthly_cap.amount);
-  }, [loaded.data]);
+  }, [loaded.data, edited]);
+  function edit<T>(set: (value: T) => void): (value: T) => void {
+    return (value) => {
+      setEdited(true);
+      set(value);
+    };
+  }
   async function save(event: FormEvent) {
     event.preventDefault();
     setSaved(false);
@@ -341,6 +356,7 @@ function AutoTopup() {
     const body = { enabled, trigger_balance: trigger, amount, monthly_cap: cap } as unknown as Schemas["AutoTopupUpdate"];
     try {
       loaded.setData(await call(api.PUT("/v1/billing/auto-topup", { body })));
+      setEdited(false);
       setError(null);
       setSaved(true);
     } catch (caught) {
@@ -355,18 +371,18 @@ function AutoTopup() {
       <p>Saved card: {card ? `${card.brand} ending ${card.last4}` : "none yet (buy credits once to save one)"}</p>
       <form onSubmit={(e) => void save(e)}>
         <div className="field check">
-          <input id="topup-enabled" type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.target.checked)} />
+          <input id="topup-enabled" type="checkbox" checked={enabled} onChange={(e) => edit(setEnabled)(e.target.checked)} />
           <label htmlFor="topup-enabled">Top up automatically</label>
         </div>
         <div className="row">
           <Field id="topup-trigger" label="When the balance falls below (USD)" hint={PLAIN} error={fieldError(error, "trigger_balance")}>
-            <input id="topup-trigger" inputMode="decimal" value={trigger} onChange={(e) => setTrigger(e.target.value)} />
+            <input id="topup-trigger" inputMode="decimal" value={trigger} onChange={(e) => edit(setTrigger)(e.target.value)} />
           </Field>
           <Field id="topup-amount" label="Add (USD)" hint={PLAIN} error={fieldError(error, "amount")}>
-            <input id="topup-amount" inputMode="decimal" value={amount} onChange={(e) => setAmount(e.target.value)} />
+            <input id="topup-amount" inputMode="decimal" value={amount} onChange={(e) => edit(setAmount)(e.target.value)} />
           </Field>
           <Field id="topup-cap" label="At most per month (USD)" hint={PLAIN} error={fieldError(error, "monthly_cap")}>
-            <input id="topup-cap" inputMode="decimal" value={cap} onChange={(e) => setCap(e.target.value)} />
+            <input id="topup-cap" inputMode="decimal" value={cap} onChange={(e) => edit(setCap)(e.target.value)} />
           </Field>
         </div>
         <ErrorLine error={unplaced(error, ["trigger_balance", "amount", "monthly_cap"])} />
