@@ -4,6 +4,7 @@ reclaim entry would ever lead retention to them; docs/batches.md "Lifecycle").""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,7 +12,13 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.clock import FixedClock
+from batchroute.config import get_settings
 from batchroute.domain.batches.record import FundingMoved
+from batchroute.domain.billing.retention import ORPHAN_AFTER
+from batchroute.services.batches.create import BatchService
+from batchroute.services.workflow.retention_gc import ReclaimReport
+from batchroute.wiring import wiring_for
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -170,3 +177,47 @@ def test_a_transaction_that_commits_but_answers_an_error_keeps_its_chunks(
     listed = client.get("/v1/batches", headers=org.key_headers()).json()["data"]
     assert len(listed) == 1
     assert _stored(local_aws) == [f"batches/{listed[0]['id']}/input/00000.jsonl"]
+
+
+def test_the_chunks_of_a_create_that_died_before_its_transaction_are_reclaimed(
+    client: TestClient, local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a create whose function is killed after writing its chunks, before its
+    # transaction (a time-out: no handler of its own runs, nothing is deleted)
+    org = new_org(credit_usd="10")
+
+    def killed(self: BatchRecords, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Task timed out after 29.00 seconds")
+
+    monkeypatch.setattr(BatchRecords, "create", killed)
+    monkeypatch.setattr(BatchService, "_discard_input", lambda self, batch_id, priced: None)
+    assert _create(client, org, {"items": _items(3)}).status_code == 500
+    monkeypatch.undo()
+    left = _stored(local_aws)
+    assert len(left) == 1 and left[0].endswith("/input/00000.jsonl")
+    # When retention sweeps an hour later (before then the chunks may be a live create's)
+    now = datetime.now(UTC)
+    assert _sweep(now + ORPHAN_AFTER - timedelta(minutes=1)).objects_deleted == 0
+    assert _stored(local_aws) == left
+    swept = _sweep(now + ORPHAN_AFTER + timedelta(minutes=1))
+    # Then the chunks no batch owns are deleted, and nothing else is left to sweep
+    assert swept.objects_deleted == 1 and _stored(local_aws) == []
+    assert _sweep(now + ORPHAN_AFTER + timedelta(minutes=2)).objects_deleted == 0
+
+
+def test_a_committed_create_leaves_no_orphan_entry_for_retention(
+    client: TestClient, local_aws: LocalStack
+) -> None:
+    # Given a batch created whole
+    org = new_org(credit_usd="10")
+    created = _create(client, org, {"items": _items(3)})
+    assert created.status_code == 202, created.text
+    batch_id = created.json()["batch"]["id"]
+    # When retention sweeps after the orphans' hour / Then its chunks stay (its transaction
+    # deleted the entry put before them)
+    assert _sweep(datetime.now(UTC) + ORPHAN_AFTER + timedelta(minutes=1)).objects_deleted == 0
+    assert _stored(local_aws) == [f"batches/{batch_id}/input/00000.jsonl"]
+
+
+def _sweep(moment: datetime) -> ReclaimReport:
+    return wiring_for(get_settings(), FixedClock(moment)).retention_gc.collect()

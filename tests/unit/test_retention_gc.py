@@ -154,17 +154,21 @@ def test_a_sweep_reclaims_due_batches_keeps_receipts_and_reads_each_org_once() -
     assert index.entries == {} and settings.reads == 1
 
 
-def test_an_unfinished_batch_is_looked_at_again_and_a_vanished_one_dropped() -> None:
-    # Given a due entry of a batch still finalizing and one whose batch no longer exists
+def test_an_unfinished_batch_is_looked_at_again_and_the_chunks_of_a_batch_never_made_go() -> None:
+    # Given a due entry of a batch still finalizing, and the entry a create put before its
+    # input chunks, whose transaction never committed (no batch; its chunks stored)
     index = FakeIndex({"run": batch("run", state="finalizing")})
     index.add("run", T0 + GRACE)
-    index.add("gone", T0 + GRACE)
+    index.add("never", T0 + GRACE)
     clock = FixedClock(T0 + GRACE + timedelta(seconds=1))
-    objects = FakeObjects(["batches/run/results.jsonl"])
+    objects = FakeObjects(
+        ["batches/run/results.jsonl", "batches/never/input/00000.jsonl", "batches/never/input/00001.jsonl"]
+    )
     # When a sweep runs
     report = collector(index, objects, FakeSettings(), clock).collect()
-    # Then the unfinished one is kept and reviewed a day later; the vanished entry is dropped
-    assert report.reclaimed == [] and report.deferred == ["run"]
+    # Then the unfinished one is kept and reviewed a day later; the chunks no batch owns are
+    # deleted and their entry dropped
+    assert report.reclaimed == [] and report.deferred == ["run"] and report.objects_deleted == 2
     assert index.entries == {"run": f"{isoformat(clock.now() + REVIEW_INTERVAL)}#run"}
     assert objects.stored == {"batches/run/results.jsonl"}
 

@@ -208,6 +208,13 @@ class BatchRecords(DynamoStore):
         }
         return put_if_new(self.dynamodb, self.table_name, entry)
 
+    def _drop_orphan_entry(self, batch_id: str) -> TransactItem:
+        """The create transaction's removal of the entry put before the input chunks were
+        written (`schedule_reclaim` by batch create): with the batch committed, its chunks are
+        the batch's; without it, the entry leads retention to chunks no batch owns."""
+        key = to_item({"pk": f"BATCH#{batch_id}", "sk": "RECLAIM"})
+        return {"Delete": {"TableName": self.table_name, "Key": key}}
+
     def reclaim_now(self, batch_id: str, *, at: str) -> None:
         """Put the batch's entry due at `at`, whatever it was (the vendor-compatible surface
         deleted its files: docs/compat.md). A sweep that read the old entry finds its
@@ -347,6 +354,7 @@ class BatchRecords(DynamoStore):
 
         Any other failure is raised as it came."""
         own = [self._create_once(values) for values in (*batch_values(batch), _start_entry(batch))]
+        own.append(self._drop_orphan_entry(batch.batch_id))
         checks_at = len(reservation) + len(own) + len(extra_items)
         items = [*reservation, *own, *extra_items, *limit_checks]
         if idempotency is not None:

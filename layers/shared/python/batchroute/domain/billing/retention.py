@@ -23,6 +23,10 @@ MAX_EXTENDED_DAYS = 3650
 # at again at most this much later, so a shortened window or a move to `grace_only` (or
 # `never_charge`) applies within a day even to batches finished long ago.
 REVIEW_INTERVAL = timedelta(hours=24)
+# When retention deletes the input chunks of a batch create that never committed (its entry
+# is put before the chunks, and deleted by the create's transaction): far longer than a
+# create lasts (the API's 29 s), so a create still running never loses its chunks.
+ORPHAN_AFTER = timedelta(hours=1)
 
 
 class RetentionView(TypedDict):

@@ -43,6 +43,7 @@ from batchroute.domain.batches.record import (
 from batchroute.domain.batches.states import is_terminal
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import ReservationTerms
+from batchroute.domain.billing.retention import ORPHAN_AFTER
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.catalog.catalog import FeeSchedule, PrivacyTier, SlaTier
 from batchroute.domain.catalog.pricing import FeeKind
@@ -332,6 +333,9 @@ class BatchService:
             file_id = snapshot.items.file_id
         if file_id is not None and surface.source == "native":
             return self._price_file(principal, command, file_id, snapshot, surface)
+        # The chunks' reclaim entry first, which the create's transaction deletes: a create
+        # that dies before it leaves chunks no batch owns, and retention deletes them.
+        self.records.schedule_reclaim(batch_id, review_at=isoformat(self.clock.now() + ORPHAN_AFTER))
         writer = InputChunkWriter(self.artifacts, batch_id)
         try:
             priced = self._price_and_write(principal, command, writer, snapshot, surface)

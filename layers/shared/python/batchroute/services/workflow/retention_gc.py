@@ -13,6 +13,11 @@ then the entry is dropped; otherwise the entry moves to the batch's reclaim time
 later at most, so a later change of settings is honoured. Every step is idempotent and the
 index moves are conditional on the entry a sweep read, so two sweeps never fight: a crash
 between steps leaves the entry due, and the next sweep finishes the work.
+
+Batch create puts an entry before it writes a batch's input chunks, an hour ahead
+(`domain/billing/retention.py:ORPHAN_AFTER`), and its transaction deletes that entry with the
+batch's commit: an entry with no batch behind it is a create that died between the two, and
+its chunks are deleted.
 """
 
 from __future__ import annotations
@@ -104,7 +109,8 @@ class RetentionCollector:
         orgs: dict[str, RetentionSettings] = {}  # each org's settings read once per sweep
         for batch_id, seen in self.index.reclaim_due(at, self.max_batches):
             batch = self.index.get(batch_id)
-            if batch is None:  # no batch behind the entry: nothing to keep it for
+            if batch is None:  # a create that died before its transaction: its input chunks
+                report.objects_deleted += self._delete_bytes(batch_id)  # are no batch's
                 self.index.drop_reclaim(batch_id, seen=seen)
                 continue
             if batch.org_id not in orgs:
