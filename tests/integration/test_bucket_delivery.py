@@ -354,28 +354,34 @@ def _inline(wiring: Wiring) -> BucketDelivery:
     )
 
 
+def pending_delivery(
+    wiring: Wiring, org: TestOrg, customer: CustomerS3, batch_id: str, at: str
+) -> DeliveryRecord:
+    """A finished batch of `org` whose delivery to the customer's bucket is pending, due `at`."""
+    register(wiring.delivery_targets, org, customer)
+    finished_batch(org.org_id, batch_id)
+    target = wiring.delivery_targets.enabled(org.org_id)[0]
+    pending = DeliveryRecord(
+        batch_id=batch_id,
+        org_id=org.org_id,
+        state="pending",
+        targets=(TargetDelivery(target.target_id, target.name, target.bucket, target.prefix),),
+        created_at=at,
+        updated_at=at,
+        next_attempt_at=at,
+    )
+    assert wiring.bucket_deliveries.start_round(pending, replacing=None)
+    return pending
+
+
 def test_an_attempt_whose_worker_died_is_recovered_after_its_lease(
     wiring: Wiring, clock: FixedClock, local_aws: LocalStack, org: TestOrg, customer: CustomerS3
 ) -> None:
     service = _inline(wiring)
-    register(wiring.delivery_targets, org, customer)
-    finished_batch(org.org_id, "batch_lease")
     # Given a delivery whose first attempt was claimed by a worker that then died
     records = wiring.bucket_deliveries
-    target = wiring.delivery_targets.enabled(org.org_id)[0]
     at = isoformat(clock.now())
-    assert records.start_round(
-        DeliveryRecord(
-            batch_id="batch_lease",
-            org_id=org.org_id,
-            state="pending",
-            targets=(TargetDelivery(target.target_id, target.name, target.bucket, target.prefix),),
-            created_at=at,
-            updated_at=at,
-            next_attempt_at=at,
-        ),
-        replacing=None,
-    )
+    pending_delivery(wiring, org, customer, "batch_lease", at)
     lease_until = isoformat(clock.now() + timedelta(seconds=service.lease_seconds))
     assert records.claim("batch_lease", attempt=1, now_iso=at, lease_until_iso=lease_until)
     # While the lease runs, the sweeper leaves it alone and redeliver says it is running
@@ -602,21 +608,9 @@ def test_a_redeliver_that_read_an_older_attempt_does_not_write_its_count_back(
     wiring: Wiring, clock: FixedClock, local_aws: LocalStack, org: TestOrg, customer: CustomerS3
 ) -> None:
     service = _inline(wiring)
-    register(wiring.delivery_targets, org, customer)
-    finished_batch(org.org_id, "batch_stale")
     records = wiring.bucket_deliveries
-    target = wiring.delivery_targets.enabled(org.org_id)[0]
     at = isoformat(clock.now())
-    pending = DeliveryRecord(
-        batch_id="batch_stale",
-        org_id=org.org_id,
-        state="pending",
-        targets=(TargetDelivery(target.target_id, target.name, target.bucket, target.prefix),),
-        created_at=at,
-        updated_at=at,
-        next_attempt_at=at,
-    )
-    assert records.start_round(pending, replacing=None)
+    pending = pending_delivery(wiring, org, customer, "batch_stale", at)
     lease_until = isoformat(clock.now() + timedelta(seconds=service.lease_seconds))
 
     def fail_attempt(attempt: int) -> None:
