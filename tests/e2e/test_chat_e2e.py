@@ -52,9 +52,11 @@ def test_sdk_direct_and_streamed_completions(api: httpx.Client) -> None:
     ):
         arrivals.append(time.monotonic() - started)
         chunks.append(part)
-    # Then deltas arrive as they are generated (not buffered) and the last chunk has usage
+    # Then deltas arrive as they are generated (not buffered) and the last chunk has usage:
+    # spread over the generation (15 ms a token locally), not in one burst at the end,
+    # whatever the time to the first byte (long on a loaded machine)
     assert len(chunks) > 10
-    assert arrivals[1] < arrivals[-1] / 2, arrivals
+    assert arrivals[-1] - arrivals[1] > (len(chunks) - 2) * 0.005, arrivals
     assert (
         chunks[-1].usage is not None
         and chunks[-1].usage.completion_tokens == completion.usage.completion_tokens

@@ -20,6 +20,8 @@ from typing import Any
 
 import boto3
 import pytest
+from batchroute_client import BucketDelivery as BucketDeliveryModel
+from batchroute_client import Client, ConflictError
 from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
@@ -632,3 +634,32 @@ def test_a_redeliver_that_read_an_older_attempt_does_not_write_its_count_back(
     # And a redeliver that reads it afresh starts its round after attempt 2
     again = replace(stored, state="pending", round_start=2, redeliveries=1)
     assert records.start_round(again, replacing=stored)
+
+
+def test_the_client_redelivers_and_reads_the_delivery_in_the_detailed_view(
+    settings: Settings, local_aws: LocalStack, org: TestOrg, customer: CustomerS3
+) -> None:
+    # Given a finished batch that never had a delivery, and a target registered since
+    http = TestClient(create_app(), raise_server_exceptions=False)
+    sdk = Client(api_key=org.api_key(), http_client=http, sleep=lambda _: None)
+    target = http.post(
+        "/v1/delivery-targets",
+        json=customer.target_body(prefix=f"deliveries/{org.org_id}"),
+        headers=org.key_headers(),
+    )
+    assert target.status_code == 201, target.text
+    finished_batch(org.org_id, "batch_sdk_redeliver")
+    # When the client asks for a redelivery
+    delivery = sdk.batches.redeliver("batch_sdk_redeliver")
+    # Then it answers the new round, typed: pending, to the target, the first redelivery
+    assert isinstance(delivery, BucketDeliveryModel)
+    assert (delivery.state, delivery.redeliveries) == ("pending", 1)
+    assert [t["target_id"] for t in delivery.targets] == [target.json()["id"]]
+    # And a second one while it is queued raises the service's 409
+    with pytest.raises(ConflictError) as queued:
+        sdk.batches.redeliver("batch_sdk_redeliver")
+    assert queued.value.code == "delivery_in_progress"
+    # And the detailed view, asked for by the client, holds the same delivery
+    detailed = sdk.batches.get("batch_sdk_redeliver", include_details=True)
+    assert detailed.raw["details"]["delivery"]["state"] == "pending"
+    assert "details" not in sdk.batches.get("batch_sdk_redeliver").raw

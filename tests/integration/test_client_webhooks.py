@@ -1,12 +1,15 @@
 """`batchroute_client.webhooks.verify` against deliveries the service really signed: the
 webhook delivery service (moto) POSTs to a loopback receiver, and the client verifies what
-arrived; tampering, a wrong secret, and stale or future timestamps are rejected."""
+arrived; tampering, a wrong secret, and stale or future timestamps are rejected. And
+`client.batches.webhooks` reads the delivery back."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from batchroute_client import Client
+from batchroute_client import WebhookDelivery as WebhookDeliveryModel
 from batchroute_client.webhooks import (
     InvalidSignatureError,
     MalformedWebhookError,
@@ -14,9 +17,11 @@ from batchroute_client.webhooks import (
     WebhookVerificationError,
     verify,
 )
+from fastapi.testclient import TestClient
 
 from batchroute.clock import FixedClock
 from batchroute.services.delivery.webhooks import WebhookDelivery
+from functions.api.app import create_app
 from tests.integration import test_webhook_delivery as delivery
 from tests.integration.principals import TestOrg
 from tests.integration.test_webhook_delivery import (
@@ -97,3 +102,20 @@ def test_the_documented_test_vector_verifies() -> None:
         "id": "evt_1",
         "type": "batch.completed",
     }
+
+
+def test_the_client_reads_a_batchs_webhook_deliveries(delivered: Received, org: TestOrg) -> None:
+    # Given the delivery above, made by the service (batch_client_verify, answered 2xx)
+    sdk = Client(
+        api_key=org.api_key(),
+        http_client=TestClient(create_app(), raise_server_exceptions=False),
+        sleep=lambda _: None,
+    )
+    # When the client reads the batch's webhook deliveries
+    (first,) = sdk.batches.webhooks("batch_client_verify")
+    # Then it is the one the receiver got, succeeded after one attempt, typed
+    event = json.loads(delivered.body)
+    assert isinstance(first, WebhookDeliveryModel)
+    assert (first.status, first.attempt_count, first.event_id) == ("succeeded", 1, event["id"])
+    assert first.event_type == "batch.completed" and str(first.url).endswith("/hooks")
+    assert first.last_response_status is not None and 200 <= first.last_response_status < 300

@@ -24,6 +24,7 @@ from batchroute_client.models import (
     BatchCounts,
     BillingControls,
     BillingReceipt,
+    BucketDelivery,
     ChatCompletion,
     ChatCompletionChunk,
     ChatJob,
@@ -40,6 +41,7 @@ from batchroute_client.models import (
     SignedUpload,
     UploadTarget,
     Usage,
+    WebhookDelivery,
 )
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "BatchrouteError",
     "BillingControls",
     "BillingReceipt",
+    "BucketDelivery",
     "Chat",
     "ChatCompletion",
     "ChatCompletionChunk",
@@ -88,5 +91,6 @@ __all__ = [
     "UploadTarget",
     "Usage",
     "WaitTimeoutError",
+    "WebhookDelivery",
     "__version__",
 ]

@@ -339,6 +339,14 @@ def _batch_of(body: Any) -> models.Batch:
     return models.Batch.from_dict(body["batch"])
 
 
+def _delivery_of(body: Any) -> models.BucketDelivery:
+    return models.BucketDelivery.from_dict(body["delivery"])
+
+
+def _webhook_deliveries_of(body: Any) -> list[models.WebhookDelivery]:
+    return [models.WebhookDelivery.from_dict(row) for row in body["data"]]
+
+
 def _file_of(body: Any) -> models.File:
     return models.File.from_dict(body["file"])
 
@@ -613,8 +621,23 @@ class Operations:
         headers = {"Idempotency-Key": idempotency_key or new_idempotency_key()}
         return (yield from self._fetch("POST", "/v1/batches", _batch_of, json=body, headers=headers))
 
-    def batch_get(self, batch_id: str) -> Plan[models.Batch]:
-        return (yield from self._fetch("GET", f"/v1/batches/{batch_id}", _batch_of))
+    def batch_get(self, batch_id: str, *, include_details: bool = False) -> Plan[models.Batch]:
+        """The batch; `include_details`: its full view (work order, workflow contract, lane
+        statuses, webhook and bucket delivery states), in `Batch.raw`."""
+        params = {"include_details": "true"} if include_details else None
+        return (yield from self._fetch("GET", f"/v1/batches/{batch_id}", _batch_of, params=params))
+
+    def batch_redeliver(self, batch_id: str) -> Plan[models.BucketDelivery]:
+        """Push the finished batch's artifacts to every delivery target enabled now, in a new
+        round (202). Not repeated after a lost answer: call again, and a 409
+        `delivery_in_progress` (`ConflictError`) says the first one started it."""
+        path = f"/v1/batches/{batch_id}/redeliver"
+        return (yield from self._fetch("POST", path, _delivery_of, json={}, repeatable=False))
+
+    def batch_webhooks(self, batch_id: str) -> Plan[list[models.WebhookDelivery]]:
+        """The batch's webhook deliveries (status, attempts, the receiver's last answer)."""
+        path = f"/v1/batches/{batch_id}/webhooks"
+        return (yield from self._fetch("GET", path, _webhook_deliveries_of))
 
     def batch_list(self, *, state: str | None = None, page_size: int | None = None) -> Stream[models.Batch]:
         """Every batch (newest first), across all pages."""

@@ -120,6 +120,8 @@ class Batches(Resource[M]):
     retry = Call(Operations.batch_retry)
     artifact_url = Call(Operations.batch_artifact_url)
     receipt = Call(Operations.batch_receipt)
+    redeliver = Call(Operations.batch_redeliver)
+    webhooks = Call(Operations.batch_webhooks)
     download_artifact = Call(Operations.batch_download_artifact)
     wait = Call(Operations.batch_wait)
 

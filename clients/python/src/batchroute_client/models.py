@@ -556,6 +556,76 @@ class SignedUpload:
         )
 
 
+@dataclass(frozen=True)
+class BucketDelivery:
+    """A batch's delivery of its artifacts to the org's bucket targets (docs/delivery-targets.md)."""
+
+    SCHEMA: ClassVar[str] = "BucketDeliveryOut"
+    state: str
+    attempts: int
+    max_attempts: int
+    redeliveries: int
+    created_at: str | None = None
+    last_attempt_at: str | None = None
+    next_attempt_at: str | None = None
+    delivered_at: str | None = None
+    last_error: dict[str, Any] | None = None
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BucketDelivery:
+        return cls(
+            state=str(data["state"]),
+            attempts=int(data["attempts"]),
+            max_attempts=int(data["max_attempts"]),
+            redeliveries=int(data["redeliveries"]),
+            created_at=data.get("created_at"),
+            last_attempt_at=data.get("last_attempt_at"),
+            next_attempt_at=data.get("next_attempt_at"),
+            delivered_at=data.get("delivered_at"),
+            last_error=data.get("last_error"),
+            targets=list(data.get("targets") or []),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    """One delivery of a batch's signed webhook event (docs/webhooks.md)."""
+
+    SCHEMA: ClassVar[str] = "WebhookDeliveryOut"
+    id: str
+    status: str
+    attempt_count: int
+    event_id: str | None = None
+    event_type: str | None = None
+    url: str | None = None
+    last_attempt_at: str | None = None
+    next_attempt_at: str | None = None
+    last_response_status: int | None = None
+    last_error: str | None = None
+    created_at: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WebhookDelivery:
+        return cls(
+            id=str(data["id"]),
+            status=str(data["status"]),
+            attempt_count=int(data["attempt_count"]),
+            event_id=data.get("event_id"),
+            event_type=data.get("event_type"),
+            url=data.get("url"),
+            last_attempt_at=data.get("last_attempt_at"),
+            next_attempt_at=data.get("next_attempt_at"),
+            last_response_status=data.get("last_response_status"),
+            last_error=data.get("last_error"),
+            created_at=data.get("created_at"),
+            raw=dict(data),
+        )
+
+
 ALL_MODELS: tuple[type, ...] = (
     Money,
     BatchCounts,
@@ -577,4 +647,6 @@ ALL_MODELS: tuple[type, ...] = (
     PartTarget,
     MultipartPlan,
     SignedUpload,
+    BucketDelivery,
+    WebhookDelivery,
 )
