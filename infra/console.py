@@ -6,7 +6,8 @@ the session cookie stays first-party (docs/console.md, Deployment):
   default behaviour  -> the console bucket (Origin Access Control), a viewer-request
                         function that redirects / to /console/ and answers every extension-less
                         /console/... route with /console/index.html (the SPA's router takes it
-                        from there), security headers with a CSP of 'self'
+                        from there), security headers with a CSP of 'self' (and, in
+                        connect-src, the uploads bucket: large files are PUT there)
   /v1/*, /openapi.json
                      -> the REST API's stage (execute-api domain, stage as origin path):
                         no caching, every viewer header but Host, cookies and query strings
@@ -36,9 +37,9 @@ from constructs import Construct
 from batchroute import resources
 from infra.api import ORIGIN_VERIFY_HEADER, VIEWER_ADDRESS_HEADER, Api
 from infra.console_headers import (
-    CONTENT_SECURITY_POLICY,
     HSTS_MAX_AGE_SECONDS,
     PERMISSIONS_POLICY,
+    content_security_policy,
 )
 from infra.context import EnvironmentConfig
 from infra.naming import construct_id
@@ -105,6 +106,13 @@ function handler(event) {{
 """
 
 
+def upload_origins(uploads: s3.IBucket) -> tuple[str, ...]:
+    """Where the console PUTs a large file's bytes by signed URL: the uploads bucket under
+    both S3 host names a virtual-hosted URL may carry (the global one botocore signs for
+    us-east-1, the regional one elsewhere)."""
+    return (f"https://{uploads.bucket_domain_name}", f"https://{uploads.bucket_regional_domain_name}")
+
+
 class Console(Construct):
     def __init__(
         self,
@@ -115,6 +123,7 @@ class Console(Construct):
         config: EnvironmentConfig,
         api: Api,
         access_logs: s3.IBucket,
+        uploads: s3.IBucket,
         dist: Path,
     ) -> None:
         super().__init__(scope, construct_id_)
@@ -142,7 +151,7 @@ class Console(Construct):
             code=cloudfront.FunctionCode.from_inline(VIEWER_ADDRESS_CODE),
             runtime=cloudfront.FunctionRuntime.JS_2_0,
         )
-        self.console_headers = self._console_headers(prefix)
+        self.console_headers = self._console_headers(prefix, upload_origins(uploads))
         self.api_headers = self._api_headers(prefix)
         self.certificate = (
             acm.Certificate.from_certificate_arn(self, "Certificate", config.console_certificate_arn)
@@ -192,15 +201,15 @@ class Console(Construct):
             removal_policy=self._removal,
         )
 
-    def _console_headers(self, prefix: str) -> cloudfront.ResponseHeadersPolicy:
+    def _console_headers(self, prefix: str, uploads: tuple[str, ...]) -> cloudfront.ResponseHeadersPolicy:
         return cloudfront.ResponseHeadersPolicy(
             self,
             "ConsoleHeaders",
             response_headers_policy_name=f"{prefix}-console",
-            comment="console: CSP self, HSTS, no framing, nosniff",
+            comment="console: CSP self (and PUTs to the uploads bucket), HSTS, no framing, nosniff",
             security_headers_behavior=cloudfront.ResponseSecurityHeadersBehavior(
                 content_security_policy=cloudfront.ResponseHeadersContentSecurityPolicy(
-                    content_security_policy=CONTENT_SECURITY_POLICY, override=True
+                    content_security_policy=content_security_policy(uploads), override=True
                 ),
                 strict_transport_security=cloudfront.ResponseHeadersStrictTransportSecurity(
                     access_control_max_age=HSTS_MAX_AGE, include_subdomains=True, override=True

@@ -95,6 +95,7 @@ class BatchRouteStack(Stack):
             config=config,
             api=self.api,
             access_logs=self.storage.access_logs,
+            uploads=self.storage.buckets["uploads"],
             dist=assets.console_dist(),
         )
         self.monitoring = Monitoring(

@@ -80,7 +80,7 @@ def run(
         threads.append(reconciliation_schedule(stack).start(stop))
         # Written before the API answers: whoever sees /v1/health up can read the stack file.
         environment.write_stack_file(stack_file, stack, api_url=api_url, emulators_url=emulators.url)
-        api = _api_server(port)
+        api = _api_server(port, uploads_origin=moto.endpoint_url)
         api_thread = threading.Thread(target=api.run, name="api", daemon=True)
         api_thread.start()
         threads.append(api_thread)
@@ -198,9 +198,9 @@ def _context_factory(function_key: str, stack: LocalStack) -> Callable[[], Any]:
     return partial(context_for, function_key, prefix=stack.prefix, region=stack.region, account=stack.account)
 
 
-def _api_server(port: int) -> uvicorn.Server:
+def _api_server(port: int, *, uploads_origin: str) -> uvicorn.Server:
     app = importlib.import_module("functions.api.app").app
-    mount_console(app)
+    mount_console(app, upload_origins=(uploads_origin,))
     return uvicorn.Server(api_config(app, port=port, settings=Settings.from_environ(os.environ)))
 
 

@@ -100,6 +100,19 @@ export function when(value: string | null | undefined): string {
   return Number.isNaN(date.getTime()) ? value : TIME.format(date);
 }
 
+const BYTE_UNITS = ["bytes", "KiB", "MiB", "GiB"];
+
+/** A size as people read it: `512 bytes`, `4.0 MiB`, `1.5 GiB` (powers of 1024). */
+export function bytes(count: number): string {
+  let value = count;
+  let unit = 0;
+  while (value >= 1024 && unit < BYTE_UNITS.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${count} bytes` : `${value.toFixed(1)} ${BYTE_UNITS[unit]}`;
+}
+
 export const TERMINAL_STATES = ["completed", "failed", "canceled", "expired"];
 
 /** The item counts every batch view carries. */

@@ -7,11 +7,14 @@ in Debian's chromium against the local stack as `make run` serves it, at a phone
 - a save shows in the billing audit log at once, its change in words; the "Payment received"
   banner gives way to the credit once it landed;
 - a batch's progress reads the same on the overview, the batch list and its page;
-- a quote past the hard spending limit warns, and the create's refusal shows by its button.
+- a quote past the hard spending limit warns, and the create's refusal shows by its button;
+- a file larger than the direct upload takes goes straight to the uploads bucket by signed
+  URL, under the console's own Content-Security-Policy (docs/files.md, docs/console.md).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -75,6 +78,43 @@ def test_vendor_batch_lines_are_pasted_or_uploaded_quoted_and_created(page: Page
     items = page.get_by_role("region", name="Items")
     for item_id in ("chat-1", "resp-1", "emb-1", "native-1"):
         expect(items.get_by_role("cell", name=item_id, exact=True)).to_be_visible()
+
+
+def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
+    browser: Browser,  # noqa: F811
+    local_stack: RunningStack,
+) -> None:
+    # Given a JSONL file over the direct upload's 4 MiB (MAX_DIRECT_UPLOAD_BYTES), one width
+    long = "routing " * 1100
+    rows = [
+        {
+            "customer_item_id": f"big-{n}",
+            "operation": "responses",
+            "model": "gpt-4o-mini",
+            "input": {"messages": [{"role": "user", "content": f"{n}: {long}"}]},
+        }
+        for n in range(500)
+    ]
+    content = ("\n".join(json.dumps(row) for row in rows) + "\n").encode()
+    assert len(content) > 4 * 1024 * 1024
+    with signed_in_page(browser, local_stack, VIEWPORT, "large") as page:
+        page.goto("/console/quotes")
+        # When it is chosen / Then it is named with its size, not put in the box
+        upload: FilePayload = {"name": "large.jsonl", "mimeType": "application/jsonl", "buffer": content}
+        page.get_by_label("Upload a JSONL file").set_input_files(files=upload)
+        expect(page.get_by_test_id("large-file")).to_contain_text("large.jsonl (4.")
+        expect(page.get_by_label("Or paste JSONL")).to_have_value("")
+        # When it is quoted / Then its bytes went to storage by signed URL and every item is quoted
+        _quote(page)
+        facts = page.get_by_role("region", name=re.compile("^Quote qlock_"))
+        expect(facts.locator("dt", has_text="Items").locator("xpath=following-sibling::dd[1]")).to_have_text(
+            "500"
+        )
+        note = page.get_by_test_id("large-file")
+        expect(note).to_contain_text(re.compile(r"was uploaded as file_\w+"))
+        file_id = note.locator("code").nth(1).inner_text()
+        stored = page.request.get(f"/v1/files/{file_id}").json()["file"]
+        assert (stored["bytes"], stored["status"], stored["item_count"]) == (len(content), "processed", 500)
 
 
 def test_a_bad_vendor_line_is_named_by_its_line_and_field(page: Page) -> None:

@@ -24,7 +24,7 @@ from infra.console import (
     SPA_ROUTER_CODE,
     VIEWER_ADDRESS_CODE,
 )
-from infra.console_headers import CONSOLE_HEADERS
+from infra.console_headers import CONSOLE_HEADERS, console_headers
 from infra.context import EnvironmentConfig
 from infra.stack import BatchRouteStack
 from infra.synth import build_app, load_context
@@ -202,7 +202,7 @@ def test_the_api_paths_go_to_the_api_stage_uncached_with_every_method(
     assert "CustomErrorResponses" not in config
 
 
-def test_the_console_gets_security_headers_and_the_api_keeps_its_own(cfn: Cfn) -> None:
+def test_the_console_gets_security_headers_and_the_api_keeps_its_own(cfn: Cfn, prefix: str) -> None:
     # Given
     _, config = _distribution(cfn)
     policies = cfn.properties("AWS::CloudFront::ResponseHeadersPolicy")
@@ -213,19 +213,20 @@ def test_the_console_gets_security_headers_and_the_api_keeps_its_own(cfn: Cfn) -
 
     # Then: CSP self, no framing, HSTS for a year or more, nosniff, on the console
     headers = console["ResponseHeadersPolicyConfig"]["SecurityHeadersConfig"]
-    csp = headers["ContentSecurityPolicy"]["ContentSecurityPolicy"].split("; ")
-    assert {"default-src 'self'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"} <= set(
-        csp
-    )
+    policy = render(headers["ContentSecurityPolicy"]["ContentSecurityPolicy"])
+    csp = policy.split("; ")
+    assert {"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"} <= set(csp)
+    # And: the one other origin it may connect to is the uploads bucket's, under both of its S3
+    # host names, where a file too large to paste is PUT by signed URL (console/src/api/upload.ts)
+    uploads = _bucket_id(cfn, prefix, "uploads")
+    bucket_hosts = (f"https://<{uploads}.DomainName>", f"https://<{uploads}.RegionalDomainName>")
+    assert " ".join(("connect-src 'self'", *bucket_hosts)) in csp
     assert not [d for d in csp if d.startswith("script-src") and "unsafe" in d]
     assert headers["FrameOptions"] == {"FrameOption": "DENY", "Override": True}
     assert headers["ContentTypeOptions"] == {"Override": True}
     assert headers["StrictTransportSecurity"]["AccessControlMaxAgeSec"] >= 365 * 86400
     # And: exactly the values anything else serving the console sends (infra/console_headers.py)
-    assert (
-        headers["ContentSecurityPolicy"]["ContentSecurityPolicy"]
-        == CONSOLE_HEADERS["Content-Security-Policy"]
-    )
+    assert policy == console_headers(bucket_hosts)["Content-Security-Policy"]
     assert CONSOLE_HEADERS["Strict-Transport-Security"] == (
         f"max-age={headers['StrictTransportSecurity']['AccessControlMaxAgeSec']}; includeSubDomains"
     )

@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from batchroute_tools.local.console import mount_console
-from infra.console_headers import CONSOLE_HEADERS
+from infra.console_headers import console_headers
 
 
 def _dist(tmp_path: Path) -> Path:
@@ -21,9 +21,9 @@ def _dist(tmp_path: Path) -> Path:
 
 
 def test_the_console_is_served_with_its_assets_and_an_spa_fallback(tmp_path: Path) -> None:
-    # Given an app with a built console mounted
+    # Given an app with a built console mounted, large files PUT to a local S3 endpoint
     app = FastAPI()
-    assert mount_console(app, _dist(tmp_path)) is True
+    assert mount_console(app, _dist(tmp_path), upload_origins=("http://127.0.0.1:5999",)) is True
     client = TestClient(app)
     # Then assets are served and cached for good, index.html never
     asset = client.get("/console/assets/index-abc.js")
@@ -34,9 +34,11 @@ def test_the_console_is_served_with_its_assets_and_an_spa_fallback(tmp_path: Pat
         page = client.get(path)
         assert page.status_code == 200 and "id=root" in page.text, path
         assert page.headers["cache-control"] == "no-cache"
-        # under the security headers it is deployed with (infra/console_headers.py)
-        for name, value in CONSOLE_HEADERS.items():
+        # under the security headers it is deployed with (infra/console_headers.py), which
+        # let it connect to its own origin and the uploads endpoint only
+        for name, value in console_headers(("http://127.0.0.1:5999",)).items():
             assert page.headers[name] == value, (path, name)
+        assert "connect-src 'self' http://127.0.0.1:5999;" in page.headers["content-security-policy"]
     # And /console redirects to /console/
     redirect = client.get("/console", follow_redirects=False)
     assert redirect.status_code == 308 and redirect.headers["location"] == "/console/"

@@ -1,11 +1,14 @@
 // New batch: paste or upload a JSONL file, get the free quote with its lanes, create the batch
-// from it. The file goes through `POST /v1/files`; the quote and batch name it by id. Lines in
-// the vendor's batch format ({custom_id, method, url, body}) are sent as a `batch` file, which
-// the service converts by the compat surface's mapping, as the CLI does (docs/compat.md).
+// from it. Pasted text (and a chosen file of up to PASTE_MAX_BYTES, shown in the box) goes
+// through `POST /v1/files`; a larger file goes straight to storage by signed URL
+// (api/upload.ts), never into the box. The quote and batch name the file by id. Lines in the
+// vendor's batch format ({custom_id, method, url, body}) are sent as a `batch` file, which the
+// service converts by the compat surface's mapping, as the CLI does (docs/compat.md).
 import { useState, type ChangeEvent, type FormEvent } from "react";
 import { useNavigate } from "react-router-dom";
 import { ApiError, api, call, type Schemas } from "../api/client";
-import { money, when } from "../format";
+import { uploadSigned } from "../api/upload";
+import { bytes as size, money, when } from "../format";
 import { ErrorLine, Field } from "../components/ui";
 
 type Quote = Schemas["QuoteOut"];
@@ -20,6 +23,11 @@ const SAMPLE = JSON.stringify({
   model: "gpt-4o-mini",
   input: { messages: [{ role: "user", content: "Say hello." }] },
 });
+
+/** A chosen file up to this size is shown in the paste box; a larger one is uploaded as it is. */
+const PASTE_MAX_BYTES = 1024 * 1024;
+/** How much of a large file is read to tell vendor lines from native items. */
+const PURPOSE_SAMPLE_BYTES = 1024 * 1024;
 
 /** The fields that make a line a vendor batch line (the CLI's and the service's rule). */
 const VENDOR_FIELDS = ["custom_id", "url", "method"];
@@ -37,6 +45,13 @@ function filePurpose(text: string): "batch" | "batch_input" {
   return vendor ? "batch" : "batch_input";
 }
 
+/** A large file's purpose, from its whole lines in the first PURPOSE_SAMPLE_BYTES. */
+async function largeFilePurpose(file: File): Promise<"batch" | "batch_input"> {
+  const sample = await file.slice(0, PURPOSE_SAMPLE_BYTES).text();
+  const whole = file.size > PURPOSE_SAMPLE_BYTES ? sample.slice(0, sample.lastIndexOf("\n") + 1) : sample;
+  return filePurpose(whole);
+}
+
 function preflightIssues(error: unknown): Issue[] {
   if (!(error instanceof ApiError)) return [];
   const preflight = error.details["preflight"] as { errors?: Issue[] } | undefined;
@@ -50,6 +65,9 @@ export function Quotes() {
   const [privacyTier, setPrivacyTier] = useState<PrivacyTier>("standard");
   const [quote, setQuote] = useState<Quote | null>(null);
   const [file, setFile] = useState<Schemas["FileOut"] | null>(null);
+  // A chosen file too large for the box: uploaded as it is when quoted.
+  const [large, setLarge] = useState<File | null>(null);
+  const [sent, setSent] = useState<number | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [createError, setCreateError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -58,30 +76,46 @@ export function Quotes() {
 
   async function readUpload(event: ChangeEvent<HTMLInputElement>) {
     const chosen = event.target.files?.[0];
-    if (chosen) setText(await chosen.text());
+    if (!chosen) return;
+    setFile(null);
+    if (chosen.size > PASTE_MAX_BYTES) {
+      setLarge(chosen);
+      setText("");
+    } else {
+      setLarge(null);
+      setText(await chosen.text());
+    }
+  }
+
+  async function pasted(): Promise<Schemas["FileOut"]> {
+    const uploaded = await call(
+      api.POST("/v1/files", {
+        params: { query: { purpose: filePurpose(text) } },
+        body: text as never,
+        bodySerializer: (body: unknown) => body as string,
+        headers: { "Content-Type": "application/jsonl" },
+      }),
+    );
+    return uploaded.file;
   }
 
   async function getQuote(event: FormEvent) {
     event.preventDefault();
-    setNoItems(text.trim() === "");
-    if (text.trim() === "") return;
+    setNoItems(!large && text.trim() === "");
+    if (!large && text.trim() === "") return;
     setBusy(true);
     setQuote(null);
+    setFile(null);
     setError(null);
     setCreateError(null);
     try {
-      const uploaded = await call(
-        api.POST("/v1/files", {
-          params: { query: { purpose: filePurpose(text) } },
-          body: text as never,
-          bodySerializer: (body: unknown) => body as string,
-          headers: { "Content-Type": "application/jsonl" },
-        }),
-      );
-      setFile(uploaded.file);
-      const body = { input_file_id: uploaded.file.id, routing_mode: routingMode, privacy_tier: privacyTier };
+      const uploaded = large ? await uploadSigned(large, await largeFilePurpose(large), setSent) : await pasted();
+      setSent(null);
+      setFile(uploaded);
+      const body = { input_file_id: uploaded.id, routing_mode: routingMode, privacy_tier: privacyTier };
       setQuote(await call(api.POST("/v1/quotes/model", { body })));
     } catch (caught) {
+      setSent(null);
       setError(caught);
     } finally {
       setBusy(false);
@@ -120,13 +154,36 @@ export function Quotes() {
         <Field id="jsonl-file" label="Upload a JSONL file">
           <input id="jsonl-file" type="file" accept=".jsonl,.json,.txt,application/jsonl" onChange={(e) => void readUpload(e)} />
         </Field>
+        {large && (
+          <p data-testid="large-file">
+            <code>{large.name}</code> ({size(large.size)}){" "}
+            {file ? (
+              <>
+                was uploaded as <code>{file.id}</code>.
+              </>
+            ) : sent !== null ? (
+              `is being uploaded: ${size(sent)} of ${size(large.size)} sent.`
+            ) : (
+              "is too large to show here: it is uploaded as it is when you quote."
+            )}
+          </p>
+        )}
         <Field
           id="jsonl-text"
           label="Or paste JSONL"
           hint={`Example: ${SAMPLE}`}
           error={noItems && text.trim() === "" ? "Paste JSONL or upload a file first: there is nothing to quote." : undefined}
         >
-          <textarea id="jsonl-text" rows={8} value={text} onChange={(e) => setText(e.target.value)} spellCheck={false} />
+          <textarea
+            id="jsonl-text"
+            rows={8}
+            value={text}
+            onChange={(e) => {
+              setLarge(null); // typing here quotes what is typed, not the chosen file
+              setText(e.target.value);
+            }}
+            spellCheck={false}
+          />
         </Field>
         <div className="row">
           <Field id="routing-mode" label="Routing mode">
