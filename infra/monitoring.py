@@ -142,6 +142,17 @@ class Monitoring(Construct):
             "failed' error log line (its step) in the sweeper's log.",
             environment=config.name,
         )
+        # A batch hold no workflow would settle was handed to the settle worker
+        # (services/workflow/stranded.py): the money is resolved, but a workflow ended without
+        # settling, and someone should find out why (a stopped execution, a long settle outage).
+        self._app_metric_alarm(
+            "StrandedBatchHoldsResent",
+            name="stranded-batch-holds-resent",
+            description="The sweep sent a batch's fail step to the settle worker: its workflow ended "
+            "without settling its hold. See the sweeper's 'stranded batch hold: fail step sent' log line "
+            "(batch, org, state) and docs/batches.md, A workflow that ends unsettled.",
+            environment=config.name,
+        )
         # An auto top-up attempt raised something other than a processor outage; it was left
         # pending and the sweep went on to the next (services/billing/auto_topup.py).
         self._app_metric_alarm(

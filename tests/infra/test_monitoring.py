@@ -73,8 +73,9 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
     # Then
     # a DLQ alarm per queue, three service alarms, lanes marked unavailable, payment events
     # rejected, payment reconciliation differences and failed runs, unrecovered refunds, failed
-    # refunds and disputes, failed sweep steps and auto top-up sweep errors
-    assert len(alarms) == len(resources.QUEUES) + 12
+    # refunds and disputes, failed sweep steps, stranded batch holds resent and auto top-up
+    # sweep errors
+    assert len(alarms) == len(resources.QUEUES) + 13
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
     assert cfn.referenced(topic["KmsMasterKeyId"]).startswith("SecurityKey")
@@ -95,6 +96,7 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
         "PaymentRefundsFailed",
         "PaymentDisputes",
         "SweepStepFailed",
+        "StrandedBatchHoldsResent",
         "AutoTopupSweepErrors",
     ],
 )
