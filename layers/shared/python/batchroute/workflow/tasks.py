@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict
 from batchroute.errors import PermanentError
 from batchroute.money import MoneyView
 
-# `deliver_bucket` and `check_file` are the messages no workflow task waits on (their
-# task_token is empty): a bucket delivery's retry or redeliver (services/delivery/buckets.py),
-# and the checks of a confirmed large upload (`file_id`; services/batches/files.py). They never answer.
+# `deliver_bucket` and `check_file` are messages no workflow task waits on (their task_token is
+# empty: `unwaited_task`): a bucket delivery's retry or redeliver (services/delivery/buckets.py),
+# and the checks of a confirmed large upload (`file_id`; services/batches/files.py); so is the
+# `fail` the sweep sends for a batch whose workflow ended unsettled (services/workflow/stranded.py).
+# They never answer.
 StepName = Literal[
     "intake", "route", "run_lane", "finalize", "settle", "fail", "deliver", "deliver_bucket", "check_file"
 ]
@@ -68,6 +70,15 @@ class WorkflowTask(BaseModel):
     def failure(self) -> str:
         """The error that ended the workflow, as `latest_error` says it."""
         return self.error.describe() if self.error is not None else "workflow failed"
+
+
+def unwaited_task(
+    step: StepName, batch_id: str = "", *, error: TaskError | None = None, file_id: str | None = None
+) -> str:
+    """The message body of a task no workflow waits on (an empty task token): sent by the
+    service itself, answered to no one (`run_task`)."""
+    task = WorkflowTask(step=step, batch_id=batch_id, task_token="", error=error, file_id=file_id)
+    return task.model_dump_json(exclude_none=True)
 
 
 # -- what a step answers: the JSON the next state reads (the ASL's ResultPath) -------------------

@@ -7,7 +7,6 @@ never held whole, so memory stays flat whatever the file size. See docs/files.md
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, replace
@@ -58,6 +57,7 @@ from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger
 from batchroute.services.batches.ports import ObjectStore, ObjectWriter
 from batchroute.workflow.queues import TaskSender
+from batchroute.workflow.tasks import unwaited_task
 
 STAGING_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry (resources.py)
 DEFAULT_FILENAME = "upload.jsonl"
@@ -725,7 +725,7 @@ def queued_checks(queue: TaskSender | None) -> Callable[[str, str], None] | None
 
 def check_message(file_id: str) -> str:
     """The route queue's message asking the router to check a confirmed upload."""
-    return json.dumps({"step": "check_file", "batch_id": "", "task_token": "", "file_id": file_id})
+    return unwaited_task("check_file", file_id=file_id)
 
 
 def check_purpose(purpose: str | None) -> Purpose:

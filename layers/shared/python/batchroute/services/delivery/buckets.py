@@ -21,7 +21,6 @@ the target (`results_expired` once reclaimed), never skipped.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
@@ -46,8 +45,9 @@ from batchroute.errors import Conflict, Gone
 from batchroute.observability import logger
 from batchroute.services.delivery.targets import Bucket
 from batchroute.workflow.queues import TaskSender
+from batchroute.workflow.tasks import StepName, unwaited_task
 
-STEP = "deliver_bucket"  # the deliver worker's message for a retry or a redeliver
+STEP: StepName = "deliver_bucket"  # the deliver worker's message for a retry or a redeliver
 JSONL = "application/jsonl"
 RECLAIMED = "retention reclaimed the batch's result bytes"
 
@@ -373,7 +373,7 @@ class CountingReader:
 
 def task_message(batch_id: str) -> str:
     """The deliver worker's message for an owed attempt (no task token: no workflow waits)."""
-    return json.dumps({"step": STEP, "batch_id": batch_id, "task_token": ""})
+    return unwaited_task(STEP, batch_id)
 
 
 def _snapshot(targets: Iterable[DeliveryTarget]) -> tuple[TargetDelivery, ...]:

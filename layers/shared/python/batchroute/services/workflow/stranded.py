@@ -17,7 +17,6 @@ message is sent at most once an hour (a claim on the batch), so one that cannot 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -29,6 +28,7 @@ from batchroute.observability import logger
 from batchroute.services.workflow.retention_gc import WORKFLOW_SETTLE
 from batchroute.services.workflow.sweeper import OpenHolds
 from batchroute.workflow.queues import TaskSender
+from batchroute.workflow.tasks import TaskError, unwaited_task
 
 # Every batch has one 24-hour SLA (the spec), so a hold younger than this cannot be stranded yet.
 SLA = timedelta(hours=24)
@@ -57,8 +57,7 @@ def unsettled_until(batch: BatchRecord) -> datetime | None:
 
 def fail_message(batch_id: str) -> str:
     """The settle queue's `fail` task for a batch no workflow waits on (empty task token)."""
-    error = {"Error": "WorkflowEnded", "Cause": CAUSE}
-    return json.dumps({"step": "fail", "batch_id": batch_id, "task_token": "", "error": error})
+    return unwaited_task("fail", batch_id, error=TaskError(Error="WorkflowEnded", Cause=CAUSE))
 
 
 @dataclass
