@@ -15,7 +15,9 @@ Routes (under the vendor's prefix, e.g. `/openai`, `/hosts/groq`):
 - `GET /v1/models`: the models this vendor serves;
 - (with `batch=True`) the Files and Batch APIs: `POST /v1/files` (multipart, purpose
   `batch`), `GET /v1/files/{id}`, `GET /v1/files/{id}/content`, `DELETE /v1/files/{id}`,
-  `POST /v1/batches`, `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`.
+  `POST /v1/batches`, `GET /v1/batches` (newest first; `limit` 1-100, default 20, `after` a
+  batch id: an id it does not know lists nothing), `GET /v1/batches/{id}`,
+  `POST /v1/batches/{id}/cancel`; a batch keeps the `metadata` it was made with.
 
 Every request body is checked against OpenAI's OpenAPI document, the same check the adapter's
 tests use (batchroute_tools/contracts/openai.py): a body the vendor would refuse gets OpenAI's
@@ -269,7 +271,13 @@ class _Job:
     errors: list[dict[str, Any]] = field(default_factory=list)  # a failed job's BatchErrors
     counts: dict[str, int] = field(default_factory=lambda: {"total": 0, "completed": 0, "failed": 0})
     stuck: bool = False  # holds [simulate:stuck_batch]: in_progress at 40 % until cancelled
+    metadata: dict[str, str] | None = None
 
+
+# `GET /v1/batches`: "Limit can range between 1 and 100, and the default is 20." (OpenAI's
+# OpenAPI document, listBatches).
+LIST_LIMIT_DEFAULT: Final = 20
+LIST_LIMIT_MAX: Final = 100
 
 # A batch job holding this stays in_progress with the configured share of its requests done
 # (`simulated_stuck_batch_percent`, 40 by default) until it is cancelled: a late vendor, for
@@ -325,6 +333,7 @@ class OpenAIEmulator:
             route("DELETE", r"/v1/files/(?P<file_id>[\w-]+)")(self.delete_file)
             route("GET", r"/v1/files/(?P<file_id>[\w-]+)/content")(self.file_content)
             route("POST", "/v1/batches")(self.create_batch)
+            route("GET", "/v1/batches")(self.list_batches)
             route("GET", r"/v1/batches/(?P<batch_id>[\w-]+)")(self.get_batch)
             route("POST", r"/v1/batches/(?P<batch_id>[\w-]+)/cancel")(self.cancel_batch)
 
@@ -628,6 +637,7 @@ class OpenAIEmulator:
             job_id, str(body["endpoint"]), source.id, self.clock(), self.spool.link(source.path, job_id)
         )
         job.counts["total"] = total
+        job.metadata = body.get("metadata")
         job.stuck = any(STUCK_MARKER in line for line in Spool.lines(job.input_path))
         if errors:  # the vendor fails a batch whose input file it cannot read as requests
             job.finished, job.errors = "failed", errors
@@ -666,6 +676,34 @@ class OpenAIEmulator:
                 _batch_error("invalid_request", v.reason, v.param or None, number) for v in shape[:1]
             )
         return total, errors[:1000]
+
+    def list_batches(self, request: Request) -> Reply:
+        """`ListBatchesResponse`, newest first, as OpenAI pages it (`after`, `limit`)."""
+        raw = request.query.get("limit", str(LIST_LIMIT_DEFAULT))
+        limit = int(raw) if re.fullmatch(r"-?\d+", raw) else None
+        if limit is None or not 1 <= limit <= LIST_LIMIT_MAX:
+            bound = "below minimum" if limit is not None and limit < 1 else "above maximum"
+            return error_reply(
+                400,
+                f"Invalid 'limit': expected an integer from 1 to {LIST_LIMIT_MAX}, got {raw!r} ({bound}).",
+                kind="invalid_request_error",
+                code="integer_below_min_value" if bound == "below minimum" else "integer_above_max_value",
+                param="limit",
+            )
+        with self._lock:
+            newest_first = list(reversed(self._jobs.values()))
+        after = request.query.get("after")
+        if after is not None:
+            ids = [job.id for job in newest_first]
+            newest_first = newest_first[ids.index(after) + 1 :] if after in ids else []
+        page = newest_first[:limit]
+        for job in page:
+            self._advance(job)
+        data = [self._batch_object(job) for job in page]
+        body: dict[str, Any] = {"object": "list", "data": data, "has_more": len(newest_first) > limit}
+        if data:
+            body.update(first_id=data[0]["id"], last_id=data[-1]["id"])
+        return Reply.json(200, body)
 
     def get_batch(self, request: Request) -> Reply:
         job = self._jobs.get(request.params["batch_id"])
@@ -827,6 +865,8 @@ class OpenAIEmulator:
             "cancelled_at": int(job.cancelled_at) if job.cancelled_at is not None else None,
         }
         batch.update({k: v for k, v in times.items() if v is not None})
+        if job.metadata is not None:
+            batch["metadata"] = job.metadata
         if job.output_file_id:
             batch["output_file_id"] = job.output_file_id
         if job.error_file_id:

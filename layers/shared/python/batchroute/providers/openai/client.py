@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import batchroute.providers.openai.transform as transform
@@ -112,6 +112,14 @@ class OpenAIChat(_RoutedAdapter):
         return [str(m.get("id")) for m in body.get("data") or [] if isinstance(m, dict)]
 
 
+# A batch the first try of a submission may have made, looked up on its retry: made at most
+# this long before the newest batch the account lists (the vendor's own clock), among at most
+# this many of the newest.
+LOOKUP_WINDOW_SECONDS = 900
+LOOKUP_PAGES = 20  # of 100 batches, the most a list page holds
+
+
+@dataclass(eq=False)
 class OpenAIBatch(_RoutedAdapter):
     """The vendor batch adapter (BatchApiProvider) over the Batch API.
 
@@ -123,26 +131,72 @@ class OpenAIBatch(_RoutedAdapter):
     """
 
     min_requests = 1
+    # The keys of the submissions tried in this process and not yet answered: a key tried
+    # again is a retry, whose first try may have made its batches.
+    _unanswered: set[str] = field(default_factory=set, init=False, repr=False)
 
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in each part's metadata (`batchroute_key`) at OpenAI itself (a compatible
-        host's batch may take no metadata), where a look-up after a lost answer could find
-        the batch; none is made yet (docs/providers.md)."""
+        host's batch may take no metadata). The Batch API has no idempotency key, so when a
+        submission is tried again (its answer was lost: a read time-out once OpenAI had made
+        the batch), each part is first looked for among the account's newest batches by its
+        key and endpoint, and one found still running (or done) is taken instead of making a
+        second, billed batch (docs/providers.md)."""
         by_endpoint: dict[str, list[base.ProviderRequest]] = {}
         for request in requests:
             by_endpoint.setdefault(self.route.path(request), []).append(request)
         if not by_endpoint:
             raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
+        keyed = key if key and self.route is OPENAI_ROUTE else None
+        retried = keyed is not None and keyed in self._unanswered
+        if keyed is not None:
+            self._unanswered.add(keyed)
         created: list[str] = []
         try:
             for endpoint, listed in by_endpoint.items():
-                created.append(self._submit_part(endpoint, listed, key))
+                made = self._made_by(keyed, endpoint) if retried else None
+                created.append(made or self._submit_part(endpoint, listed, keyed))
+        except base.TransientProviderError:
+            self._cancel_parts(created)
+            raise  # tried again with the same key: the look-up finds what was made
         except BaseException:
-            for job_id in created:  # no half-submitted chunk left running (and billed)
-                with suppress(base.ProviderError):
-                    self.cancel(job_id)
+            self._cancel_parts(created)
+            self._unanswered.discard(keyed or "")
             raise
+        self._unanswered.discard(keyed or "")
         return JOB_ID_SEPARATOR.join(created)
+
+    def _cancel_parts(self, created: list[str]) -> None:
+        for job_id in created:  # no half-submitted chunk left running (and billed)
+            with suppress(base.ProviderError):
+                self.cancel(job_id)
+
+    def _made_by(self, key: str | None, endpoint: str) -> str | None:
+        """The id of the batch a lost try of submission `key` made for `endpoint`, still
+        running or done (one cancelled or failed is of no use: a new one is made)."""
+        after: str | None = None
+        since: int | None = None
+        for _ in range(LOOKUP_PAGES):
+            page = self.http.request_json(
+                "GET", "/batches", params={"limit": "100", **({"after": after} if after else {})}
+            )
+            listed = [b for b in page.get("data") or [] if isinstance(b, dict)]
+            for batch in listed:
+                created_at = int(batch.get("created_at") or 0)
+                since = created_at - LOOKUP_WINDOW_SECONDS if since is None else since
+                if created_at < since:
+                    return None
+                metadata = batch.get("metadata") or {}
+                if (
+                    metadata.get("batchroute_key") == key
+                    and batch.get("endpoint") == endpoint
+                    and batch.get("status") not in _OF_NO_USE
+                ):
+                    return str(batch["id"])
+            if not listed or not page.get("has_more"):
+                return None
+            after = str(listed[-1]["id"])
+        return None
 
     def _submit_part(self, endpoint: str, requests: list[base.ProviderRequest], key: str | None) -> str:
         lines = b"".join(
@@ -161,7 +215,7 @@ class OpenAIBatch(_RoutedAdapter):
                 "input_file_id": uploaded["id"],
                 "endpoint": endpoint,
                 "completion_window": "24h",
-                **({"metadata": {"batchroute_key": key}} if key and self.route is OPENAI_ROUTE else {}),
+                **({"metadata": {"batchroute_key": key}} if key else {}),
             },
         )
         return str(created["id"])
@@ -219,6 +273,8 @@ class OpenAIBatch(_RoutedAdapter):
 JOB_ID_SEPARATOR = "+"
 # A composite job is done badly in its worst part's way, worst first (`combined_status`).
 _WORST_FIRST: tuple[base.JobState, ...] = ("failed", "cancelled", "expired")
+# A batch in one of these states is not taken for a retried submission's (`_made_by`).
+_OF_NO_USE = frozenset({"failed", "cancelling", "cancelled", "expired"})
 # A job in one of these states is failed over whole, its results unread (the lane runner).
 ABANDONED: frozenset[base.JobState] = frozenset({"failed", "cancelled"})
 
