@@ -1,6 +1,7 @@
 """The Python client against the local stack over HTTP (`make run`'s code): quote, create,
 `wait` with progress to completion, results, items and receipt through the client's iterators
-and models, and the batch's webhook verified with `batchroute_client.webhooks.verify`."""
+and models, and the batch's webhook verified with `batchroute_client.webhooks.verify`; the
+catalog and the account's settings read and written through the typed resources."""
 
 from __future__ import annotations
 
@@ -63,3 +64,21 @@ def test_the_client_chats_direct_streamed_and_queued(api: httpx.Client) -> None:
         assert done.state == "completed"
         finished = client.chat_job(job.id)
         assert finished.status == "completed" and finished.result and finished.result["choices"]
+
+
+def test_the_client_reads_the_catalog_and_its_settings_typed(api: httpx.Client) -> None:
+    key = _agent_key(api, "settings")["Authorization"].removeprefix("Bearer ")
+    with Client(api_key=key, base_url=str(api.base_url), timeout=10) as client:
+        # the public catalog, typed
+        models = client.catalog.models(operation="embeddings")
+        assert list(models) and all(m.providers for m in models)
+        first = next(iter(models))
+        assert client.catalog.model(first.id).id == first.id
+        assert client.catalog.provider(client.catalog.providers()[0].slug).slug
+        assert client.catalog.fees().control_plane_fee_per_lane.currency == "usd"
+        # the account's own settings, written and read back
+        account = client.settings.update_profile(display_name="Client Co")
+        assert account.org.display_name == "Client Co"
+        assert client.settings.retention().retention_tier
+        assert client.billing.auto_topup().enabled is False
+        assert list(client.delivery_targets.list()) == []

@@ -15,11 +15,13 @@ from batchroute_client import (
     AsyncClient,
     ConflictError,
     InternalServerError,
+    NotFoundError,
     UnexpectedResponse,
 )
 from batchroute_client._retry import Backoff
 
 from tests.unit.test_client_sdk import BASE, Recorder, _chunk, batch, error
+from tests.unit.test_client_settings import attempt, catalog_model, retention
 
 
 def make(recorder: Recorder, sleeps: list[float], max_retries: int = 4) -> AsyncClient:
@@ -150,3 +152,44 @@ def test_an_async_stream_that_fails_midway_raises_its_error_event_and_one_cut_of
     )
     with pytest.raises(APIConnectionError, match="the stream ended before"):
         asyncio.run(stream(cut))
+
+
+def test_the_settings_billing_delivery_and_catalog_calls_are_awaited_and_listed_async() -> None:
+    pages = {
+        None: {"data": [attempt("att_2")], "next_cursor": "c1"},
+        "c1": {"data": [attempt("att_1")], "next_cursor": None},
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.raw_path.decode().split("?")[0]
+        if path == "/v1/billing/auto-topup/attempts":
+            return httpx.Response(200, json=pages[request.url.params.get("cursor")])
+        if path == "/v1/retention-settings":
+            return httpx.Response(200, json=retention("until_deleted"))
+        if path == "/v1/catalog/models/meta-llama/Llama-3.3-70B-Instruct":
+            return httpx.Response(200, json={"model": catalog_model(), "pricing_updated_at": None})
+        return error(404, "delivery_target_not_found")
+
+    recorder = Recorder(answer)
+
+    async def run() -> tuple[Any, list[str], Any]:
+        async with make(recorder, []) as client:
+            settings = await client.settings.update_retention(retention_tier="until_deleted")
+            attempts = [a.id async for a in client.billing.auto_topup_attempts(page_size=1)]
+            model = await client.catalog.model("meta-llama/Llama-3.3-70B-Instruct")
+            with pytest.raises(NotFoundError) as missing:
+                await client.delivery_targets.test("dt_9")
+            assert missing.value.code == "delivery_target_not_found"
+            return settings, attempts, model
+
+    settings, attempts, model = asyncio.run(run())
+    assert settings.retention_tier == "until_deleted" and attempts == ["att_2", "att_1"]
+    assert model.providers[0].pricing.batch_output == "0.79"
+    assert [(r.method, r.url.path, dict(r.url.params)) for r in recorder.requests] == [
+        ("PUT", "/v1/retention-settings", {}),
+        ("GET", "/v1/billing/auto-topup/attempts", {"limit": "1"}),
+        ("GET", "/v1/billing/auto-topup/attempts", {"limit": "1", "cursor": "c1"}),
+        ("GET", "/v1/catalog/models/meta-llama/Llama-3.3-70B-Instruct", {}),
+        ("POST", "/v1/delivery-targets/dt_9/test", {}),
+    ]
+    assert json.loads(recorder.requests[0].content) == {"retention_tier": "until_deleted"}

@@ -16,8 +16,10 @@ import json as _json
 import os
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, BinaryIO, Generic, Literal, TypeVar
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, BinaryIO, Generic, Literal, TypedDict, TypeVar, Unpack
+from urllib.parse import quote
 
 import httpx
 
@@ -41,6 +43,7 @@ from batchroute_client.errors import (
     APIError,
     ConflictError,
     InvalidRequestError,
+    NotFoundError,
     PermissionDeniedError,
     WaitTimeoutError,
     error_for,
@@ -85,9 +88,11 @@ class Call:
     method: str
     url: str
     params: Mapping[str, Any] | None = None
-    json: Any = None
-    content: Callable[[], Any] | None = None
-    headers: Mapping[str, str] | None = None
+    # Kept out of `repr`: the headers carry the API key, a body may carry a secret (a webhook's,
+    # a delivery target's access key).
+    json: Any = field(default=None, repr=False)
+    content: Callable[[], Any] | None = field(default=None, repr=False)
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -351,6 +356,53 @@ def _file_of(body: Any) -> models.File:
     return models.File.from_dict(body["file"])
 
 
+def _in(key: str, build: Callable[[Any], T]) -> Callable[[Any], T]:
+    """Read the envelope's `key` with `build` (`{"auto_topup": {...}}`, `{"model": {...}}`)."""
+    return lambda body: build(body[key])
+
+
+_auto_topup_of = _in("auto_topup", models.AutoTopup.from_dict)
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    """The body of a partial update: the fields given (None leaves a field as it is)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+# USD as the service reads it in a request: a number, a decimal string or a Money object.
+Usd = Decimal | int | float | str | models.Money
+
+
+def _usd(value: Usd | None) -> Any:
+    """`value` as JSON: a `Decimal` as its plain decimal string, a `Money` as its object."""
+    if isinstance(value, models.Money):
+        return {"currency": value.currency, "amount": value.amount}
+    return format(value, "f") if isinstance(value, Decimal) else value
+
+
+class TargetOptions(TypedDict, total=False):
+    """A delivery target's optional fields (docs/delivery-targets.md, Registering a target)."""
+
+    name: str | None  # a label; the bucket's name by default (null: back to it)
+    endpoint_url: str  # an S3-compatible service's https origin; left out for AWS S3
+    region: str  # required without endpoint_url
+    prefix: str
+    enabled: bool
+
+
+class TargetChanges(TargetOptions, total=False):
+    """What a PATCH may change: any field of a target."""
+
+    bucket: str
+    access_key_id: str
+    secret_access_key: str  # with its access_key_id
+
+
+def _segment(value: str, safe: str = "") -> str:
+    """`value` as one path segment (`safe`: the characters kept, "/" for a model id)."""
+    return quote(value, safe=safe)
+
+
 def _account_of(body: Any) -> dict[str, Any]:
     if not isinstance(body["org"], dict):
         raise TypeError("org is not an object")
@@ -491,6 +543,28 @@ class Operations:
         call = self._api_call(method, path, params, json, headers)
         return read_model(call, (yield from self.exchange(call, repeatable=repeatable)), build)
 
+    def _done_unless_lost(
+        self,
+        method: str,
+        path: str,
+        build: Callable[[Any], T],
+        done_by_lost: Callable[[APIError], bool],
+        *,
+        json: Any = None,
+    ) -> Plan[T | None]:
+        """`_fetch`, except that an error answering a retry (the first answer lost to a network
+        error or a 5xx) that `done_by_lost` reads as "already done" gives None: the attempt
+        whose answer was lost did the work. The same error to the first attempt raises."""
+        call = self._api_call(method, path, None, json, None)
+        retried: list[bool] = []
+        try:
+            response = yield from self.exchange(call, on_retry=lambda: retried.append(True))
+        except APIError as exc:
+            if not retried or not done_by_lost(exc):
+                raise
+            return None
+        return read_model(call, response, build)
+
     def _events(self, path: str, json: Any, parse: Callable[[dict[str, Any]], T]) -> Stream[T]:
         call = Call("POST", self._client.base_url + path, json=json, headers=self._client.headers())
         attempt = 0
@@ -592,11 +666,189 @@ class Operations:
 
     def billing_controls(self) -> Plan[models.BillingControls]:
         """`GET /v1/billing/controls` (changing them needs a user session: the console)."""
+        controls = _in("controls", models.BillingControls.from_dict)
+        return (yield from self._fetch("GET", "/v1/billing/controls", controls))
+
+    # -- account settings, retention (docs/auth.md, docs/billing-controls.md) -------------
+
+    def settings_update_profile(
+        self, *, display_name: str | None = None, full_name: str | None = None
+    ) -> Plan[models.Account]:
+        """`PUT /v1/auth/account/profile`: the org's display name (owner, admin) and the key's
+        user's own full name ("" clears it; a key with no user: 403 `user_session_required`).
+        None leaves a name as it is."""
+        body = _given(display_name=display_name, full_name=full_name)
+        path = "/v1/auth/account/profile"
+        return (yield from self._fetch("PUT", path, models.Account.from_dict, json=body))
+
+    def settings_set_delivery_webhook(self, url: str, secret: str) -> Plan[models.DeliveryWebhook]:
+        """`PUT /v1/auth/account/delivery-webhook`: the org's default webhook (a public https
+        URL) and the secret its events are signed with (stored sealed, never returned)."""
+        body = {"url": url, "secret": secret}
+        path = "/v1/auth/account/delivery-webhook"
+        return (yield from self._fetch("PUT", path, models.DeliveryWebhook.from_dict, json=body))
+
+    def retention_get(self) -> Plan[models.RetentionSettings]:
+        """`GET /v1/retention-settings`: how long the org's result files are kept."""
+        return (yield from self._fetch("GET", "/v1/retention-settings", models.RetentionSettings.from_dict))
+
+    def retention_update(
+        self,
+        *,
+        retention_tier: str | None = None,
+        extended_days: int | None = None,
+        never_charge: bool | None = None,
+    ) -> Plan[models.RetentionSettings]:
+        """`PUT /v1/retention-settings` (owner, admin): only the fields given change.
+        `retention_tier` `grace_only`, `extended_fixed` (with `extended_days`, 1-3650) or
+        `until_deleted`; `never_charge=True` forces `grace_only`."""
+        body = _given(retention_tier=retention_tier, extended_days=extended_days, never_charge=never_charge)
         return (
             yield from self._fetch(
-                "GET", "/v1/billing/controls", lambda body: models.BillingControls.from_dict(body["controls"])
+                "PUT", "/v1/retention-settings", models.RetentionSettings.from_dict, json=body
             )
         )
+
+    # -- delivery targets (docs/delivery-targets.md) ---------------------------------------
+
+    def delivery_target_list(self) -> Plan[models.DeliveryTargetList]:
+        """`GET /v1/delivery-targets`: the org's targets (never a secret) and `limit`."""
+        return (yield from self._fetch("GET", "/v1/delivery-targets", models.DeliveryTargetList.from_dict))
+
+    def delivery_target_create(
+        self, *, bucket: str, access_key_id: str, secret_access_key: str, **options: Unpack[TargetOptions]
+    ) -> Plan[models.DeliveryTarget]:
+        """`POST /v1/delivery-targets` (owner, admin): a bucket to push finished batches'
+        artifacts to; `region` is required without `endpoint_url` (AWS S3). The secret access key
+        is write-only. The route takes no idempotency key, so a network error or 5xx is not
+        retried (a repeat would register a second target): list the targets to check."""
+        keys = {"access_key_id": access_key_id, "secret_access_key": secret_access_key}
+        body = {"bucket": bucket, **keys, **options}
+        build = models.DeliveryTarget.from_dict
+        return (yield from self._fetch("POST", "/v1/delivery-targets", build, json=body, repeatable=False))
+
+    def delivery_target_get(self, target_id: str) -> Plan[models.DeliveryTarget]:
+        path = f"/v1/delivery-targets/{_segment(target_id)}"
+        return (yield from self._fetch("GET", path, models.DeliveryTarget.from_dict))
+
+    def delivery_target_update(
+        self, target_id: str, /, **changes: Unpack[TargetChanges]
+    ) -> Plan[models.DeliveryTarget]:
+        """`PATCH /v1/delivery-targets/{id}` (owner, admin): only the fields given change
+        (`name=None` goes back to the bucket's name); a new `secret_access_key` comes with its
+        `access_key_id`. The same change applied twice is the same target: retried like a PUT."""
+        path = f"/v1/delivery-targets/{_segment(target_id)}"
+        return (yield from self._fetch("PATCH", path, models.DeliveryTarget.from_dict, json=dict(changes)))
+
+    def delivery_target_delete(self, target_id: str) -> Plan[models.DeliveryTargetDeleted]:
+        """`DELETE /v1/delivery-targets/{id}` (owner, admin); the objects already delivered
+        stay. When a retry (the first answer lost) is answered 404 `delivery_target_not_found`,
+        the lost attempt removed it: that is the answer. A 404 to the first attempt raises."""
+
+        def gone(exc: APIError) -> bool:
+            return isinstance(exc, NotFoundError) and exc.code == "delivery_target_not_found"
+
+        path = f"/v1/delivery-targets/{_segment(target_id)}"
+        build = models.DeliveryTargetDeleted.from_dict
+        deleted = yield from self._done_unless_lost("DELETE", path, build, gone)
+        return deleted if deleted is not None else models.DeliveryTargetDeleted(id=target_id, deleted=True)
+
+    def delivery_target_test(self, target_id: str) -> Plan[models.TargetTest]:
+        """`POST /v1/delivery-targets/{id}/test` (owner, admin): write a small sample object
+        with the target's credentials. A refusal by the bucket is an answer (`ok` False, its
+        `error`), not an error. Writing another sample is harmless, so it is retried."""
+        path = f"/v1/delivery-targets/{_segment(target_id)}/test"
+        return (yield from self._fetch("POST", path, models.TargetTest.from_dict))
+
+    # -- billing (docs/billing-controls.md, docs/payments.md) ------------------------------
+
+    def billing_audit(self, *, limit: int | None = None) -> Stream[models.AuditEntry]:
+        """`GET /v1/billing/controls/audit`: the changes of the billing controls, newest first;
+        `limit` 1-200 (the service's default: 50). The route answers one page, with no cursor."""
+        return self._pages("/v1/billing/controls/audit", {"limit": limit}, models.AuditEntry.from_dict)
+
+    def auto_topup_get(self) -> Plan[models.AutoTopup]:
+        """`GET /v1/billing/auto-topup`: the settings (the defaults, `configured` False, until
+        the first save) and their `status`."""
+        return (yield from self._fetch("GET", "/v1/billing/auto-topup", _auto_topup_of))
+
+    def auto_topup_update(
+        self,
+        *,
+        enabled: bool | None = None,
+        trigger_balance: Usd | None = None,
+        amount: Usd | None = None,
+        monthly_cap: Usd | None = None,
+    ) -> Plan[models.AutoTopup]:
+        """`PUT /v1/billing/auto-topup` (`billing:manage`): only the fields given change. USD
+        amounts as a number, a decimal string, a `Decimal` or a `Money`. Enabling needs a saved
+        card (400 `payment_method_required`); saving clears the failure back-off."""
+        body = _given(
+            enabled=enabled,
+            trigger_balance=_usd(trigger_balance),
+            amount=_usd(amount),
+            monthly_cap=_usd(monthly_cap),
+        )
+        return (yield from self._fetch("PUT", "/v1/billing/auto-topup", _auto_topup_of, json=body))
+
+    def auto_topup_attempts(self, *, page_size: int | None = None) -> Stream[models.TopupAttempt]:
+        """`GET /v1/billing/auto-topup/attempts`: every attempt, newest first, across all pages
+        (`page_size` 1-100)."""
+        path = "/v1/billing/auto-topup/attempts"
+        return self._pages(path, {"limit": page_size}, models.TopupAttempt.from_dict)
+
+    # -- catalog (docs/catalog.md; public) -------------------------------------------------
+
+    def catalog_models(
+        self,
+        *,
+        operation: str | None = None,
+        provider: str | None = None,
+        privacy_tier: str | None = None,
+        sla_tier: str | None = None,
+        runtime_capability: str | None = None,
+        hosted_tool: str | None = None,
+        q: str | None = None,
+    ) -> Plan[models.CatalogModelList]:
+        """`GET /v1/catalog/models`: the models every filter given matches (lane filters on one
+        same lane; `q` searches title, summary, id, description and tags)."""
+        params = {
+            "operation": operation,
+            "provider": provider,
+            "privacy_tier": privacy_tier,
+            "sla_tier": sla_tier,
+            "runtime_capability": runtime_capability,
+            "hosted_tool": hosted_tool,
+            "q": q,
+        }
+        build = models.CatalogModelList.from_dict
+        return (yield from self._fetch("GET", "/v1/catalog/models", build, params=params))
+
+    def catalog_model(self, model_id: str) -> Plan[models.CatalogModel]:
+        """`GET /v1/catalog/models/{id}`: one model by its exact id (slashes included)."""
+        path = f"/v1/catalog/models/{_segment(model_id, safe='/')}"
+        return (yield from self._fetch("GET", path, _in("model", models.CatalogModel.from_dict)))
+
+    def catalog_workflow_products(self) -> Plan[models.WorkflowProductList]:
+        path = "/v1/catalog/workflow-products"
+        return (yield from self._fetch("GET", path, models.WorkflowProductList.from_dict))
+
+    def catalog_workflow_product(self, slug: str) -> Plan[models.WorkflowProduct]:
+        path = f"/v1/catalog/workflow-products/{_segment(slug)}"
+        return (yield from self._fetch("GET", path, _in("product", models.WorkflowProduct.from_dict)))
+
+    def catalog_providers(self) -> Plan[list[models.Provider]]:
+        """`GET /v1/providers`: the provider directory."""
+        providers = _in("providers", models.each(models.Provider.from_dict))
+        return (yield from self._fetch("GET", "/v1/providers", providers))
+
+    def catalog_provider(self, slug: str) -> Plan[models.Provider]:
+        path = f"/v1/providers/{_segment(slug)}"
+        return (yield from self._fetch("GET", path, _in("provider", models.Provider.from_dict)))
+
+    def catalog_fees(self) -> Plan[models.FeeSchedule]:
+        """`GET /v1/pricing/fees`: the fee schedule quotes and settlement use."""
+        return (yield from self._fetch("GET", "/v1/pricing/fees", models.FeeSchedule.from_dict))
 
     # -- quotes ----------------------------------------------------------------------------
 
@@ -660,15 +912,17 @@ class Operations:
         is refused with 409 `batch_not_cancellable` as `canceled`, the lost attempt canceled
         it: the batch is read and returned. A 409 to the first attempt raises `ConflictError`."""
         body = {"reason": reason} if reason else None
-        call = self._api_call("POST", f"/v1/batches/{batch_id}/cancel", None, body, None)
-        retried: list[bool] = []
-        try:
-            response = yield from self.exchange(call, on_retry=lambda: retried.append(True))
-        except ConflictError as exc:
-            if not retried or exc.code != "batch_not_cancellable" or exc.details.get("state") != "canceled":
-                raise
-            return (yield from self.batch_get(batch_id))
-        return read_model(call, response, _batch_of)
+
+        def canceled(exc: APIError) -> bool:
+            return (
+                isinstance(exc, ConflictError)
+                and exc.code == "batch_not_cancellable"
+                and exc.details.get("state") == "canceled"
+            )
+
+        path = f"/v1/batches/{batch_id}/cancel"
+        batch = yield from self._done_unless_lost("POST", path, _batch_of, canceled, json=body)
+        return batch if batch is not None else (yield from self.batch_get(batch_id))
 
     def batch_retry(self, batch_id: str) -> Plan[models.RetriedBatch]:
         """Create a new batch from the failed and canceled items (beta). Not repeated on a

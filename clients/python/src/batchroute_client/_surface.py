@@ -2,7 +2,8 @@
 
 `Client` and `AsyncClient` differ only in how they run a plan: `Blocking` clients return its
 value (`Iterator` for a listing), `Awaiting` clients a coroutine (`AsyncIterator`). The API
-methods and resources (`quotes`, `batches`, `chat`, `files`) are written here once, as
+methods and resources (`quotes`, `batches`, `chat`, `files`, `settings`, `delivery_targets`,
+`billing`, `catalog`) are written here once, as
 descriptors over `Operations`: `Call(Operations.batch_get)` is `Client.batches.get`, with the
 plan's own signature and documentation, typed per mode for the caller.
 """
@@ -13,7 +14,7 @@ import functools
 import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
 from batchroute_client._core import (
     DEFAULT_MAX_RETRIES,
@@ -155,13 +156,72 @@ class Files(Resource[M]):
     get = Call(Operations.file_get)
 
 
+class Settings(Resource[M]):
+    """The account's profile and default delivery webhook (docs/auth.md), and result retention
+    (docs/billing-controls.md). The webhook's secret is sent, never shown or returned."""
+
+    update_profile = Call(Operations.settings_update_profile)
+    set_delivery_webhook = Call(Operations.settings_set_delivery_webhook)
+    retention = Call(Operations.retention_get)
+    update_retention = Call(Operations.retention_update)
+
+
+class DeliveryTargets(Resource[M]):
+    """The org's buckets that finished batches are pushed to (docs/delivery-targets.md); the
+    secret access key is write-only."""
+
+    list = Call(Operations.delivery_target_list)
+    create = Call(Operations.delivery_target_create)
+    get = Call(Operations.delivery_target_get)
+    update = Call(Operations.delivery_target_update)
+    delete = Call(Operations.delivery_target_delete)
+    test = Call(Operations.delivery_target_test)
+
+
+class Billing(Resource[M]):
+    """Billing controls and their audit trail (docs/billing-controls.md), auto top-up and its
+    attempts (docs/payments.md). Changing the controls needs a user session (the console)."""
+
+    controls = Call(Operations.billing_controls)
+    audit = Listing(Operations.billing_audit)
+    auto_topup = Call(Operations.auto_topup_get)
+    update_auto_topup = Call(Operations.auto_topup_update)
+    auto_topup_attempts = Listing(Operations.auto_topup_attempts)
+
+
+class Catalog(Resource[M]):
+    """The public catalog (docs/catalog.md): models and their lanes, workflow products, the
+    provider directory and the fee schedule."""
+
+    models = Call(Operations.catalog_models)
+    model = Call(Operations.catalog_model)
+    workflow_products = Call(Operations.catalog_workflow_products)
+    workflow_product = Call(Operations.catalog_workflow_product)
+    providers = Call(Operations.catalog_providers)
+    provider = Call(Operations.catalog_provider)
+    fees = Call(Operations.catalog_fees)
+
+
+class Resources(NamedTuple):
+    """The resource classes of one mode, one per attribute of the client."""
+
+    quotes: type[Quotes[Any]]
+    batches: type[Batches[Any]]
+    chat: type[Chat[Any]]
+    files: type[Files[Any]]
+    settings: type[Settings[Any]]
+    delivery_targets: type[DeliveryTargets[Any]]
+    billing: type[Billing[Any]]
+    catalog: type[Catalog[Any]]
+
+
 class Surface(ClientBase, Moded[M], Generic[M, H, S]):
     """A client of mode `M` on an HTTP client `H`, sleeping with `S`. `api_key` defaults to
     `BATCHROUTE_API_KEY`, `base_url` to `BATCHROUTE_BASE_URL` (or the given `http_client`'s
     base URL). `sleep`, `clock` (Unix seconds, for `Retry-After` dates) and `monotonic` (for
     `wait` time-outs) are injectable for tests."""
 
-    _resources: tuple[type[Quotes[Any]], type[Batches[Any]], type[Chat[Any]], type[Files[Any]]]
+    _resources: Resources
 
     def __init__(
         self,
@@ -190,11 +250,15 @@ class Surface(ClientBase, Moded[M], Generic[M, H, S]):
         self._owns_http = http_client is None
         self._http: H = http_client if http_client is not None else self._new_http(timeout)
         self._sleep: S = sleep if sleep is not None else self._default_sleep()
-        quotes, batches, chat, files = self._resources
-        self.quotes: Quotes[M] = quotes(self)
-        self.batches: Batches[M] = batches(self)
-        self.chat: Chat[M] = chat(self)
-        self.files: Files[M] = files(self)
+        resources = self._resources
+        self.quotes: Quotes[M] = resources.quotes(self)
+        self.batches: Batches[M] = resources.batches(self)
+        self.chat: Chat[M] = resources.chat(self)
+        self.files: Files[M] = resources.files(self)
+        self.settings: Settings[M] = resources.settings(self)
+        self.delivery_targets: DeliveryTargets[M] = resources.delivery_targets(self)
+        self.billing: Billing[M] = resources.billing(self)
+        self.catalog: Catalog[M] = resources.catalog(self)
 
     def _new_http(self, timeout: float) -> H:
         raise NotImplementedError

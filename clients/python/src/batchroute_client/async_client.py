@@ -40,6 +40,22 @@ class AsyncFiles(_surface.Files[_surface.Awaiting]):
     """As `Files`: direct up to 4 MiB, else the signed URL; `on_progress(sent, total)`."""
 
 
+class AsyncSettings(_surface.Settings[_surface.Awaiting]):
+    """As `Settings`, awaited."""
+
+
+class AsyncDeliveryTargets(_surface.DeliveryTargets[_surface.Awaiting]):
+    """As `DeliveryTargets`, awaited."""
+
+
+class AsyncBilling(_surface.Billing[_surface.Awaiting]):
+    """As `Billing`, awaited; `audit` and `auto_topup_attempts` are async iterators."""
+
+
+class AsyncCatalog(_surface.Catalog[_surface.Awaiting]):
+    """As `Catalog`, awaited."""
+
+
 async def _async_chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     for chunk in chunks:
         yield chunk
@@ -54,7 +70,16 @@ def _async_body(content: Any) -> Any:
 class AsyncClient(_surface.Surface[_surface.Awaiting, httpx.AsyncClient, AsyncSleep]):
     """As `Client`; `sleep` is an async callable (default `asyncio.sleep`)."""
 
-    _resources = (AsyncQuotes, AsyncBatches, AsyncChat, AsyncFiles)
+    _resources = _surface.Resources(
+        AsyncQuotes,
+        AsyncBatches,
+        AsyncChat,
+        AsyncFiles,
+        AsyncSettings,
+        AsyncDeliveryTargets,
+        AsyncBilling,
+        AsyncCatalog,
+    )
 
     def _new_http(self, timeout: float) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=timeout)

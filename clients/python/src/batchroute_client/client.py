@@ -26,10 +26,14 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT",
     "Batches",
+    "Billing",
+    "Catalog",
     "Chat",
     "Client",
+    "DeliveryTargets",
     "Files",
     "Quotes",
+    "Settings",
     "__version__",
 ]
 
@@ -52,9 +56,25 @@ class Files(_surface.Files[_surface.Blocking]):
     __doc__ = _surface.Files.__doc__
 
 
+class Settings(_surface.Settings[_surface.Blocking]):
+    __doc__ = _surface.Settings.__doc__
+
+
+class DeliveryTargets(_surface.DeliveryTargets[_surface.Blocking]):
+    __doc__ = _surface.DeliveryTargets.__doc__
+
+
+class Billing(_surface.Billing[_surface.Blocking]):
+    __doc__ = _surface.Billing.__doc__
+
+
+class Catalog(_surface.Catalog[_surface.Blocking]):
+    __doc__ = _surface.Catalog.__doc__
+
+
 class Client(_surface.Surface[_surface.Blocking, httpx.Client, Callable[[float], None]]):
     __doc__ = _surface.Surface.__doc__
-    _resources = (Quotes, Batches, Chat, Files)
+    _resources = _surface.Resources(Quotes, Batches, Chat, Files, Settings, DeliveryTargets, Billing, Catalog)
 
     def _new_http(self, timeout: float) -> httpx.Client:
         return httpx.Client(timeout=timeout)

@@ -4,10 +4,10 @@ Fields the service adds later are kept, untyped, in `raw`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 from batchroute_client.money import money_text
 
@@ -626,6 +626,422 @@ class WebhookDelivery:
         )
 
 
+# -- models read by name -------------------------------------------------------------------
+Build = Callable[[Any], Any]
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def each(build: Callable[[Any], T]) -> Callable[[Any], list[T]]:
+    """A list of what `build` reads."""
+    return lambda rows: [build(row) for row in rows]
+
+
+class Model:
+    """A model read by name: each field from the key of its name (a field without a default is
+    required: its absence raises `KeyError`), built by `NESTED[name]` when it is not null; null
+    or absent where the field has a default keeps the default. Keys the model does not name are
+    ignored (the service adds fields): `raw`, when the model has it, is the object as received."""
+
+    NESTED: ClassVar[Mapping[str, Build]] = {}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        values: dict[str, Any] = {}
+        for spec in fields(cast(Any, cls)):
+            if spec.metadata.get("client_only"):
+                values[spec.name] = dict(data)
+                continue
+            required = spec.default is MISSING and spec.default_factory is MISSING
+            value = data[spec.name] if required else data.get(spec.name)
+            build = cls.NESTED.get(spec.name)
+            if value is not None and build is not None:
+                value = build(value)
+            if value is not None or required:
+                values[spec.name] = value
+        model: Self = cast(Any, cls)(**values)
+        return model
+
+
+class Rows(Model, Generic[R]):
+    """A list answer: its rows in `data`, and the model iterates over them (`len` counts them)."""
+
+    data: list[R]
+
+    def __iter__(self) -> Iterator[R]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+# -- account and settings ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Org(Model):
+    SCHEMA: ClassVar[str] = "OrgOut"
+    id: str
+    display_name: str
+    plan: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Member(Model):
+    SCHEMA: ClassVar[str] = "MemberOut"
+    user_id: str
+    email: str
+    role: str
+    full_name: str | None = None
+    display_name: str | None = None
+    email_verified: bool = False
+    created_at: str | None = None
+
+
+@dataclass(frozen=True)
+class DeliveryWebhook(Model):
+    """The org's default webhook: its URL only; the secret is write-only, never returned."""
+
+    SCHEMA: ClassVar[str] = "DeliveryWebhookOut"
+    url: str
+    configured: bool
+    updated_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Account(Model):
+    """The account as `PUT /v1/auth/account/profile` answers it (`client.account()` reads the
+    same document as a dict)."""
+
+    SCHEMA: ClassVar[str] = "AccountOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {
+        "org": Org.from_dict,
+        "credit_balance": Money.from_dict,
+        "members": each(Member.from_dict),
+        "user": Member.from_dict,
+        "delivery_webhook": DeliveryWebhook.from_dict,
+    }
+    org: Org
+    plan: str
+    credit_balance: Money
+    members: list[Member] = field(default_factory=list)
+    user: Member | None = None  # the caller's own user: the key's (None for a key with no user)
+    delivery_webhook: DeliveryWebhook | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class RetentionSettings(Model):
+    """How long the org's result files are kept (docs/billing-controls.md, Retention settings)."""
+
+    SCHEMA: ClassVar[str] = "RetentionSettingsOut"
+    org_id: str
+    retention_tier: str  # grace_only, extended_fixed, until_deleted
+    extended_days: int | None = None
+    never_charge: bool = False
+    grace_hours: int = 0
+    updated_at: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+# -- delivery targets ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class BucketError(Model):
+    SCHEMA: ClassVar[str] = "BucketErrorOut"
+    code: str  # the bucket's own (AccessDenied, NoSuchBucket, ...) or the service's
+    message: str
+
+
+@dataclass(frozen=True)
+class LastTest(Model):
+    SCHEMA: ClassVar[str] = "LastTestOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"error": BucketError.from_dict}
+    ok: bool
+    at: str
+    key: str
+    error: BucketError | None = None
+
+
+@dataclass(frozen=True)
+class TargetTest(Model):
+    """A target's test: a sample object written with its credentials; `ok` False carries the
+    bucket's refusal in `error` (the answer is a 200 either way)."""
+
+    SCHEMA: ClassVar[str] = "TargetTestOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"error": BucketError.from_dict}
+    target_id: str
+    bucket: str
+    ok: bool
+    at: str
+    key: str
+    error: BucketError | None = None
+
+
+@dataclass(frozen=True)
+class DeliveryTarget(Model):
+    """A bucket the org's finished batches are pushed to (docs/delivery-targets.md). The secret
+    access key is write-only: no answer carries it, only `secret_access_key_set`."""
+
+    SCHEMA: ClassVar[str] = "DeliveryTargetOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"last_test": LastTest.from_dict}
+    id: str
+    name: str
+    bucket: str
+    prefix: str
+    enabled: bool
+    access_key_id_last4: str
+    secret_access_key_set: bool
+    created_at: str
+    updated_at: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    last_test: LastTest | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class DeliveryTargetList(Rows[DeliveryTarget]):
+    """The org's targets (`data`, iterable) and how many it may register (`limit`)."""
+
+    SCHEMA: ClassVar[str] = "DeliveryTargetList"
+    NESTED: ClassVar[Mapping[str, Build]] = {"data": each(DeliveryTarget.from_dict)}
+    data: list[DeliveryTarget]
+    limit: int
+
+
+@dataclass(frozen=True)
+class DeliveryTargetDeleted(Model):
+    SCHEMA: ClassVar[str] = "DeliveryTargetDeleted"
+    id: str
+    deleted: bool
+
+
+# -- billing -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AuditEntry(Model):
+    """One change of the billing controls: `before` and `after` hold the changed fields."""
+
+    SCHEMA: ClassVar[str] = "AuditEntryOut"
+    id: str
+    org_id: str
+    action: str
+    created_at: str
+    before: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+    actor_user_id: str | None = None
+    actor_role: str | None = None
+    ip_address: str | None = None
+
+
+@dataclass(frozen=True)
+class Card(Model):
+    SCHEMA: ClassVar[str] = "CardOut"
+    brand: str
+    last4: str
+
+
+@dataclass(frozen=True)
+class AutoTopupStatus(Model):
+    SCHEMA: ClassVar[str] = "AutoTopupStatusOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"month_committed": Money.from_dict}
+    consecutive_failures: int
+    month_committed: Money  # pending and succeeded top-ups of `month`
+    in_flight_attempt_id: str | None = None
+    retry_after: str | None = None  # back-off: no attempt before this time
+    disabled_reason: str | None = None  # payment_failed, payment_disputed, payment_refunded
+    month: str | None = None
+
+
+@dataclass(frozen=True)
+class AutoTopup(Model):
+    """Auto top-up settings (docs/payments.md): `configured` False until the first save."""
+
+    SCHEMA: ClassVar[str] = "AutoTopupOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {
+        "trigger_balance": Money.from_dict,
+        "amount": Money.from_dict,
+        "monthly_cap": Money.from_dict,
+        "payment_method": Card.from_dict,
+        "status": AutoTopupStatus.from_dict,
+    }
+    org_id: str
+    configured: bool
+    enabled: bool
+    trigger_balance: Money
+    amount: Money
+    monthly_cap: Money
+    status: AutoTopupStatus
+    payment_method: Card | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class TopupAttempt(Model):
+    SCHEMA: ClassVar[str] = "AttemptOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"amount": Money.from_dict}
+    id: str
+    amount: Money
+    status: str  # pending, succeeded, failed
+    created_at: str
+    updated_at: str
+    processor_reference: str | None = None
+    failure_code: str | None = None
+    failure_reason: str | None = None
+
+
+# -- catalog -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LanePricing(Model):
+    """A lane's prices: decimal strings, USD per million tokens (`unit`)."""
+
+    SCHEMA: ClassVar[str] = "LanePricingOut"
+    currency: str
+    unit: str
+    input: str
+    output: str
+    batch_input: str
+    batch_output: str
+
+
+@dataclass(frozen=True)
+class ModelLane(Model):
+    """One provider serving a catalog model; `capacity`: `daily_capacity_items`,
+    `remaining_capacity_items`, `last_heartbeat_at`."""
+
+    SCHEMA: ClassVar[str] = "ModelLaneOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"pricing": LanePricing.from_dict}
+    lane_id: str
+    provider: str
+    pricing: LanePricing
+    status: str
+    eligible: bool
+    provider_name: str = ""
+    provider_kind: str = ""
+    execution_mode: str = ""
+    provider_model_id: str = ""
+    context_window: int = 0
+    max_output_tokens: int = 0
+    operations: list[str] = field(default_factory=list)
+    runtime_capabilities: list[str] = field(default_factory=list)
+    hosted_tools: list[str] = field(default_factory=list)
+    regions: list[str] = field(default_factory=list)
+    privacy_tiers: list[str] = field(default_factory=list)
+    data_retention_days: int = 0
+    capacity: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CatalogModel(Model):
+    """A model of the catalog with its provider lanes (`providers`); `retention`, `capacity`
+    and `routing_eligibility` are the aggregates of docs/catalog.md, The model object."""
+
+    SCHEMA: ClassVar[str] = "ModelOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"providers": each(ModelLane.from_dict)}
+    id: str
+    title: str
+    providers: list[ModelLane]
+    summary: str = ""
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+    family: str = ""
+    open_weight: bool = False
+    operations: list[str] = field(default_factory=list)
+    runtime_capabilities: list[str] = field(default_factory=list)
+    hosted_tools: list[str] = field(default_factory=list)
+    privacy_tiers: list[str] = field(default_factory=list)
+    regions: list[str] = field(default_factory=list)
+    context_window: int = 0
+    max_output_tokens: int = 0
+    retention: dict[str, Any] = field(default_factory=dict)
+    capacity: dict[str, Any] = field(default_factory=dict)
+    routing_eligibility: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class CatalogModelList(Rows[CatalogModel]):
+    """The models a filter matched (`data`, iterable); `provider_count`: the providers serving them."""
+
+    SCHEMA: ClassVar[str] = "ModelListOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"data": each(CatalogModel.from_dict)}
+    data: list[CatalogModel]
+    provider_count: int
+    pricing_updated_at: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowProduct(Model):
+    SCHEMA: ClassVar[str] = "WorkflowProductOut"
+    slug: str
+    title: str
+    operation: str
+    fee_pct: str
+    summary: str = ""
+    sla_hours: int = 0
+    completion_window: str = ""
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] = field(default_factory=dict)
+    route_policy: dict[str, Any] = field(default_factory=dict)
+    typical_input_tokens: int = 0
+    typical_output_tokens: int = 0
+    models: list[str] = field(default_factory=list)
+    lanes_able: int = 0
+    lanes_available: int = 0
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class WorkflowProductList(Rows[WorkflowProduct]):
+    """The workflow products (`data`, iterable) and the remaining capacity, in items, of each
+    provider able to serve them (`provider_capacity`)."""
+
+    SCHEMA: ClassVar[str] = "WorkflowProductListOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"data": each(WorkflowProduct.from_dict)}
+    data: list[WorkflowProduct]
+    provider_capacity: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Provider(Model):
+    """A provider of the directory: `enabled` says whether this deployment routes to it,
+    `status` why not."""
+
+    SCHEMA: ClassVar[str] = "ProviderOut"
+    slug: str
+    display_name: str
+    kind: str
+    enabled: bool
+    status: str
+    execution_mode: str = ""
+    launched: bool = False
+    supported_operations: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    regions: list[str] = field(default_factory=list)
+    privacy_tiers: list[str] = field(default_factory=list)
+    data_retention_days: int = 0
+    website: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class FeeSchedule(Model):
+    """The fee schedule quotes and settlement use: percentages as decimal strings."""
+
+    SCHEMA: ClassVar[str] = "FeeScheduleOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"control_plane_fee_per_lane": Money.from_dict}
+    currency: str
+    standard_batch_fee_pct: str
+    workflow_product_fee_pct: str
+    margin_floor_pct: str
+    control_plane_fee_per_lane: Money
+    catalog_version: str
+    basis: str = ""
+    effective_at: str = ""
+    pricing_updated_at: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
 ALL_MODELS: tuple[type, ...] = (
     Money,
     BatchCounts,
@@ -649,4 +1065,28 @@ ALL_MODELS: tuple[type, ...] = (
     SignedUpload,
     BucketDelivery,
     WebhookDelivery,
+    Org,
+    Member,
+    DeliveryWebhook,
+    Account,
+    RetentionSettings,
+    BucketError,
+    LastTest,
+    TargetTest,
+    DeliveryTarget,
+    DeliveryTargetList,
+    DeliveryTargetDeleted,
+    AuditEntry,
+    Card,
+    AutoTopupStatus,
+    AutoTopup,
+    TopupAttempt,
+    LanePricing,
+    ModelLane,
+    CatalogModel,
+    CatalogModelList,
+    WorkflowProduct,
+    WorkflowProductList,
+    Provider,
+    FeeSchedule,
 )
