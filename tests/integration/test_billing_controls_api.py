@@ -250,9 +250,19 @@ def test_every_save_is_audited_newest_first(client: TestClient, org: TestOrg, cl
     assert newest["actor_role"] == "billing" and newest["actor_user_id"].startswith("user_")
     assert newest["ip_address"] == "testclient"  # TestClient's client address
     assert newest["created_at"] == "2026-03-01T09:32:00.000Z"
-    # And limit trims from the newest
-    two = client.get("/v1/billing/controls/audit?limit=2", headers=org.key_headers()).json()["data"]
-    assert two == entries[:2]
+    assert response.json()["next_cursor"] is None
+    # And limit trims from the newest, the page's cursor reading on to the oldest
+    two = client.get("/v1/billing/controls/audit?limit=2", headers=org.key_headers()).json()
+    assert two["data"] == entries[:2] and two["next_cursor"] == entries[1]["id"]
+    rest = client.get(
+        "/v1/billing/controls/audit",
+        params={"limit": 2, "cursor": two["next_cursor"]},
+        headers=org.key_headers(),
+    ).json()
+    assert rest == {"data": entries[2:], "next_cursor": None}
+    # And a cursor of another listing is refused
+    wrong = client.get("/v1/billing/controls/audit?cursor=batch_1", headers=org.key_headers())
+    assert error_of(wrong, 400)["code"] == "invalid_cursor"
 
 
 @pytest.mark.parametrize("limit", ["0", "201", "-1", "ten"])
@@ -283,7 +293,8 @@ def test_orgs_see_only_their_own_controls_and_audit(client: TestClient, org: Tes
         client.get("/v1/billing/controls", headers=other.key_headers()).json()["controls"]["configured"]
         is False
     )
-    assert client.get("/v1/billing/controls/audit", headers=other.key_headers()).json() == {"data": []}
+    audit = client.get("/v1/billing/controls/audit", headers=other.key_headers()).json()
+    assert audit == {"data": [], "next_cursor": None}
 
 
 # -- the store ---------------------------------------------------------------------------

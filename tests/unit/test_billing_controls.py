@@ -363,8 +363,9 @@ class MemoryRecords:
         self.controls[controls.org_id] = controls
         self.audit.append(audit)
 
-    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry]:
-        return sorted((a for a in self.audit if a.org_id == org_id), key=lambda a: a.id, reverse=True)[:limit]
+    def audit_entries(self, org_id: str, *, limit: int, after: str | None = None) -> list[AuditEntry]:
+        mine = sorted((a for a in self.audit if a.org_id == org_id), key=lambda a: a.id, reverse=True)
+        return [a for a in mine if after is None or a.id < after][:limit]
 
 
 BILLING_USER = Principal(org_id=ORG, role="billing", via="session", user_id="user_b", session_id="sess_1")
@@ -387,7 +388,7 @@ def test_every_save_writes_one_audit_entry_naming_the_actor() -> None:
     saved = svc.update(BILLING_USER, command({"limit_amount": 25}), ip_address="198.51.100.7")
     # Then two entries, newest first, holding only what changed
     assert saved.limit_amount == Money.usd(25) and saved.version == 2
-    newest, oldest = svc.audit(ORG)
+    newest, oldest = svc.audit(ORG).entries
     assert newest.action == ACTION_UPDATE
     assert (newest.actor_user_id, newest.actor_role, newest.ip_address) == (
         "user_b",
@@ -398,7 +399,13 @@ def test_every_save_writes_one_audit_entry_naming_the_actor() -> None:
     assert newest.after == {"limit_amount": {"currency": "usd", "amount": "25.00"}}
     assert newest.created_at == "2026-01-01T00:05:00.000Z"
     assert set(oldest.after) == {"limit_enabled", "limit_period", "limit_amount"}
-    assert svc.audit(ORG, limit=1) == [newest]
+    # And they are read a page at a time, older ones by the page's cursor
+    first = svc.audit(ORG, limit=1)
+    assert first.entries == [newest] and first.next_cursor == newest.id
+    last = svc.audit(ORG, limit=1, cursor=first.next_cursor)
+    assert last.entries == [oldest] and last.next_cursor is None
+    with pytest.raises(InvalidRequest):
+        svc.audit(ORG, cursor="batch_123")
 
 
 def test_a_no_op_update_writes_nothing() -> None:

@@ -470,27 +470,29 @@ def test_delivery_target_errors_are_typed_and_a_delete_whose_answer_was_lost_is_
 # -- billing -------------------------------------------------------------------------------
 
 
-def test_billing_audit_reads_its_one_page_and_auto_topup_is_read_and_updated() -> None:
+def test_billing_audit_reads_every_page_and_auto_topup_is_read_and_updated() -> None:
     controls = {
         "controls": {"org_id": "org_1", "limit_enabled": False, "limit_mode": "soft", "limit_timezone": "UTC"}
     }
     client, recorder = client_for(
-        ok({"data": [audit_entry("aud_2"), audit_entry("aud_1")]}),
+        ok({"data": [audit_entry("aud_3"), audit_entry("aud_2")], "next_cursor": "aud_2"}),
+        ok({"data": [audit_entry("aud_1")], "next_cursor": None}),
         ok(auto_topup()),
         ok(auto_topup(enabled=True)),
         ok(controls),
         ok(controls),
     )
-    entries = list(client.billing.audit(limit=2))
-    # The route answers one page with no cursor: one request, and the listing ends there
+    entries = list(client.billing.audit(page_size=2))
+    # Page after page by the answer's cursor, until it is null
     assert [sent(r) for r in recorder.requests] == [
-        ("GET", "/v1/billing/controls/audit", {"limit": "2"}, None)
+        ("GET", "/v1/billing/controls/audit", {"limit": "2"}, None),
+        ("GET", "/v1/billing/controls/audit", {"limit": "2", "cursor": "aud_2"}, None),
     ]
-    assert [e.id for e in entries] == ["aud_2", "aud_1"] and isinstance(entries[0], AuditEntry)
+    assert [e.id for e in entries] == ["aud_3", "aud_2", "aud_1"] and isinstance(entries[0], AuditEntry)
     assert entries[0].before == {"limit_amount": money("250.00")} and entries[0].ip_address == "198.51.100.7"
 
     settings = client.billing.auto_topup()
-    assert sent(recorder.requests[1]) == ("GET", "/v1/billing/auto-topup", {}, None)
+    assert sent(recorder.requests[2]) == ("GET", "/v1/billing/auto-topup", {}, None)
     assert isinstance(settings, AutoTopup) and settings.enabled and settings.configured
     assert (settings.trigger_balance, settings.monthly_cap) == (Money("usd", "10.50"), Money("usd", "500.00"))
     assert settings.payment_method == Card("visa", "4242")
@@ -503,12 +505,12 @@ def test_billing_audit_reads_its_one_page_and_auto_topup_is_read_and_updated() -
         enabled=True, trigger_balance=Decimal("10.50"), amount=25, monthly_cap=Money("usd", "500.00")
     )
     body = {"enabled": True, "trigger_balance": "10.50", "amount": 25, "monthly_cap": money("500.00")}
-    assert sent(recorder.requests[2]) == ("PUT", "/v1/billing/auto-topup", {}, body)
+    assert sent(recorder.requests[3]) == ("PUT", "/v1/billing/auto-topup", {}, body)
     assert changed.enabled is True
     # billing_controls() is unchanged, and billing.controls() is the same call
     assert client.billing_controls() == client.billing.controls()
     assert isinstance(client.billing.controls(), BillingControls)
-    assert [sent(r)[:2] for r in recorder.requests[3:]] == [("GET", "/v1/billing/controls")] * 3
+    assert [sent(r)[:2] for r in recorder.requests[4:]] == [("GET", "/v1/billing/controls")] * 3
     assert all("idempotency-key" not in r.headers for r in recorder.requests)
 
 

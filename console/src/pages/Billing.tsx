@@ -4,7 +4,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { useSearchParams } from "react-router-dom";
 import { ApiError, api, call, type Schemas } from "../api/client";
 import { money, plainDecimalProblem, when } from "../format";
-import { ErrorLine, Field, LoadMore, Loading, Notice, useLoad, type More } from "../components/ui";
+import { ErrorLine, Field, LoadMore, Loading, Notice, useLoad, usePaged, type More } from "../components/ui";
 
 /** The server's message for `field` (or one of its entries, e.g. `alert_thresholds[0].value`). */
 function fieldError(error: unknown, field: string): string | undefined {
@@ -39,38 +39,23 @@ function unplaced(error: unknown, fields: string[]): unknown {
   return error;
 }
 
-type AuditPage = Schemas["AuditList"] & { limit: number };
+type AuditPage = Schemas["AuditList"];
 
-// The audit log has no cursor: "Load more changes" reads the newest 20 more, up to the API's
-// most per read.
+// The audit log, 20 changes a page: "Load more changes" reads the older ones by the page's cursor.
 const AUDIT_PAGE = 20;
-const AUDIT_MOST = 200;
 
 export function Billing() {
   // The audit log is read here so that a save shows in it at once, without a reload.
-  const [auditLimit, setAuditLimit] = useState(AUDIT_PAGE);
-  const audit = useLoad(async (): Promise<AuditPage> => {
-    const page = await call(api.GET("/v1/billing/controls/audit", { params: { query: { limit: auditLimit } } }));
-    return { ...page, limit: auditLimit };
-  }, [auditLimit]);
-  const shown = audit.data;
-  const more: More = {
-    available: shown !== undefined && shown.data.length === shown.limit && shown.limit < AUDIT_MOST,
-    busy: shown !== undefined && shown.limit !== auditLimit && !audit.error,
-    error: null,
-    load: () => {
-      const next = Math.min((shown?.limit ?? AUDIT_PAGE) + AUDIT_PAGE, AUDIT_MOST);
-      if (next === auditLimit) void audit.reload();
-      else setAuditLimit(next);
-    },
-  };
+  const audit = usePaged((cursor) =>
+    call(api.GET("/v1/billing/controls/audit", { params: { query: { limit: AUDIT_PAGE, ...(cursor ? { cursor } : {}) } } })),
+  );
   return (
     <>
       <h1>Billing</h1>
       <BuyCredits />
       <SpendingControls onSaved={() => void audit.reload()} />
       <AutoTopup />
-      <AuditLog data={audit.data} error={audit.error} more={more} />
+      <AuditLog data={audit.data} error={audit.error} more={audit.more} />
     </>
   );
 }
@@ -504,9 +489,6 @@ function AuditLog({ data, error, more }: { data: AuditPage | undefined; error: u
         </table>
       )}
       <LoadMore what="changes" more={more} />
-      {data && data.data.length === AUDIT_MOST && (
-        <p className="muted">The newest {AUDIT_MOST} changes are shown, the most the audit log answers at once.</p>
-      )}
     </section>
   );
 }

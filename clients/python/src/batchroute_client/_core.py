@@ -762,10 +762,11 @@ class Operations:
 
     # -- billing (docs/billing-controls.md, docs/payments.md) ------------------------------
 
-    def billing_audit(self, *, limit: int | None = None) -> Stream[models.AuditEntry]:
-        """`GET /v1/billing/controls/audit`: the changes of the billing controls, newest first;
-        `limit` 1-200 (the service's default: 50). The route answers one page, with no cursor."""
-        return self._pages("/v1/billing/controls/audit", {"limit": limit}, models.AuditEntry.from_dict)
+    def billing_audit(self, *, page_size: int | None = None) -> Stream[models.AuditEntry]:
+        """`GET /v1/billing/controls/audit`: every change of the billing controls, newest
+        first, across all pages (`page_size` 1-200, the service's default 50)."""
+        path = "/v1/billing/controls/audit"
+        return self._pages(path, {"limit": page_size}, models.AuditEntry.from_dict)
 
     def auto_topup_get(self) -> Plan[models.AutoTopup]:
         """`GET /v1/billing/auto-topup`: the settings (the defaults, `configured` False, until

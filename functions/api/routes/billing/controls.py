@@ -70,5 +70,7 @@ def get_controls_audit(
     principal: Reader,
     service: BillingControlsDep,
     limit: Annotated[int, Query(ge=1, le=200, description="1-200, default 50")] = 50,
+    cursor: Annotated[str | None, Query(description="the previous page's next_cursor")] = None,
 ) -> dict[str, Any]:
-    return {"data": [entry.to_api() for entry in service.audit(principal.org_id, limit=limit)]}
+    page = service.audit(principal.org_id, limit=limit, cursor=cursor)
+    return {"data": [entry.to_api() for entry in page.entries], "next_cursor": page.next_cursor}

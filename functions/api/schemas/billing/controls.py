@@ -73,6 +73,7 @@ class AuditEntryOut(BaseModel):
 
 class AuditList(BaseModel):
     data: list[AuditEntryOut]
+    next_cursor: str | None = Field(description="the older entries: pass as `cursor`; null at the oldest")
 
 
 # -- the update ----------------------------------------------------------------------------

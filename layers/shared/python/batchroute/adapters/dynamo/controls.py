@@ -53,9 +53,13 @@ class ControlsStore(DynamoStore):
         ):
             raise ConcurrentUpdate("The billing controls changed while this update was applied; retry.")
 
-    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry[ControlsSettingsView]]:
+    def audit_entries(
+        self, org_id: str, *, limit: int, after: str | None = None
+    ) -> list[AuditEntry[ControlsSettingsView]]:
+        """Entries newest first (their ids sort by time), older than the entry id `after`."""
+        start = None if after is None else AUDIT_PREFIX + suffix_of(after)
         request = prefix_query(
-            self.table_name, org_pk(org_id), AUDIT_PREFIX, ScanIndexForward=False, Limit=limit
+            self.table_name, org_pk(org_id), AUDIT_PREFIX, start_sk=start, ScanIndexForward=False, Limit=limit
         )
         response = self.dynamodb.query(**request)
         return [_audit_from_item(from_item(i)) for i in response.get("Items", [])]

@@ -19,7 +19,8 @@ from batchroute.domain.billing.controls import (
     UpdateControls,
     apply_update,
 )
-from batchroute.ids import new_id
+from batchroute.errors import InvalidRequest
+from batchroute.ids import has_prefix, new_id
 from batchroute.services.billing.ports import ControlsReader
 
 # Concurrent saves are rare (a human edits settings); a few re-reads settle them.
@@ -39,12 +40,20 @@ def saved_with_retries(save_once: Callable[[], Saved]) -> Saved:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+@dataclass(frozen=True)
+class AuditPage:
+    entries: list[AuditEntry[ControlsSettingsView]]
+    next_cursor: str | None
+
+
 class ControlsRecords(ControlsReader, Protocol):
     def save_billing_controls(
         self, controls: BillingControls, *, expected_version: int, audit: AuditEntry[ControlsSettingsView]
     ) -> None: ...
 
-    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry[ControlsSettingsView]]: ...
+    def audit_entries(
+        self, org_id: str, *, limit: int, after: str | None = None
+    ) -> list[AuditEntry[ControlsSettingsView]]: ...
 
 
 @dataclass(eq=False)
@@ -85,5 +94,11 @@ class BillingControlsService:
         self.records.save_billing_controls(saved, expected_version=current.version, audit=audit)
         return saved
 
-    def audit(self, org_id: str, *, limit: int = 50) -> list[AuditEntry[ControlsSettingsView]]:
-        return self.records.audit_entries(org_id, limit=limit)
+    def audit(self, org_id: str, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        """A page of the audit trail, newest first; `next_cursor` (the last entry's id) reads
+        the older ones, None when there are none."""
+        if cursor is not None and not has_prefix(cursor, "aud"):
+            raise InvalidRequest("cursor is not a cursor of this listing.", code="invalid_cursor")
+        entries = self.records.audit_entries(org_id, limit=limit + 1, after=cursor)
+        page = entries[:limit]
+        return AuditPage(page, page[-1].id if len(entries) > limit and page else None)
