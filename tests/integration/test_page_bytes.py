@@ -18,7 +18,7 @@ from batchroute.adapters.s3_objects import S3Objects
 from batchroute.config import get_settings
 from batchroute.domain.batches.artifact_keys import jsonl_line, result_chunk_key
 from batchroute.domain.batches.jsonl import artifact_lines
-from batchroute.services.batches.reads import PAGE_MAX_BYTES
+from batchroute.domain.batches.pages import PAGE_MAX_BYTES
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from tests.integration.batch_pipeline_support import create_batch, item, run_workflow

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
+from batchroute.domain.batches.pages import PAGE_MAX_BYTES
 from batchroute.domain.presets.presets import MAX_PRESETS_PER_ORG, SYSTEM_PROMPT_MAX
 from batchroute.wiring import wiring_for
 from batchroute_tools.local.provision import LocalStack
@@ -151,6 +152,67 @@ def test_the_list_pages_by_name_with_a_cursor(client: TestClient, org: TestOrg) 
         if cursor is None:
             break
     assert seen == ["alpha", "bravo", "charlie", "delta", "echo"] and pages == 3
+
+
+def _golden(expected: str) -> dict[str, Any]:
+    return {"model": MODEL, "scorer": "contains", "items": [{"input": "é" * 500, "expected": expected}] * 50}
+
+
+def test_a_golden_set_past_its_byte_limit_is_refused_by_its_field(client: TestClient, org: TestOrg) -> None:
+    # Given 50 items each within its own limits (4,000 characters expected), too many bytes
+    # together for the preset's storage
+    body = {"name": "huge", "model": MODEL, "golden_set": _golden('"' * 4000)}
+    # Then 400 naming golden_set.items, not a 500 from the store
+    problems = errors_of(create(client, org, body))
+    assert list(problems) == ["golden_set.items"] and "at most 204,800 bytes" in problems["golden_set.items"]
+
+
+def test_a_page_of_large_presets_stops_under_lambdas_answer_cap(client: TestClient, org: TestOrg) -> None:
+    # Given 22 presets of ~220 KB each (a long prompt and a full golden set): 100 of them would
+    # not fit the 6 MB a Lambda answer may carry
+    names = [f"big-{n:02d}" for n in range(22)]
+    for name in names:
+        body = {
+            "name": name,
+            "model": MODEL,
+            "system_prompt": "x" * 20_000,
+            "golden_set": _golden("y" * 2900),
+        }
+        assert create(client, org, body).status_code == 201
+    # When they are listed 100 a page
+    seen: list[str] = []
+    sizes: list[int] = []
+    cursor: str | None = None
+    while True:
+        query = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+        page = client.get(PATH, params=query, headers=org.key_headers())
+        assert page.status_code == 200
+        sizes.append(len(page.content))
+        seen.extend(p["name"] for p in page.json()["data"])
+        cursor = page.json()["next_cursor"]
+        if cursor is None:
+            break
+    # Then each page stops short of the cap (PAGE_MAX_BYTES of rows), and the cursor reads on:
+    # every preset once, in order
+    assert len(sizes) > 1 and max(sizes) < PAGE_MAX_BYTES + 64 * 1024
+    assert seen == names
+    # And the same holds for a preset's versions
+    for _ in range(21):
+        edited = client.patch(f"{PATH}/big-00", json={"description": "again"}, headers=org.key_headers())
+        assert edited.status_code == 200, edited.text
+    versions: list[int] = []
+    cursor = None
+    pages = 0
+    while True:
+        query = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+        page = client.get(f"{PATH}/big-00/versions", params=query, headers=org.key_headers())
+        assert page.status_code == 200 and len(page.content) < PAGE_MAX_BYTES + 64 * 1024
+        versions.extend(v["version"] for v in page.json()["data"])
+        pages += 1
+        cursor = page.json()["next_cursor"]
+        if cursor is None:
+            break
+    assert versions == list(range(22, 0, -1)) and pages > 1
 
 
 # -- versions --------------------------------------------------------------------------------

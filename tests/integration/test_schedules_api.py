@@ -108,6 +108,13 @@ def test_create_read_list_and_versions(client: TestClient, org: TestOrg) -> None
         "data"
     ]
     assert [(v["version"], v["expression"]) for v in versions] == [(2, "rate(6 hours)"), (1, "30 2 * * *")]
+    # And they page with a cursor too, newest first
+    path = f"/v1/schedules/{schedule['id']}/versions"
+    newest = client.get(f"{path}?limit=1", headers=org.key_headers()).json()
+    assert [v["version"] for v in newest["data"]] == [2] and newest["next_cursor"] == "2"
+    oldest = client.get(f"{path}?limit=1&cursor=2", headers=org.key_headers()).json()
+    assert [v["version"] for v in oldest["data"]] == [1] and oldest["next_cursor"] is None
+    assert client.get(f"{path}?cursor=v2", headers=org.key_headers()).status_code == 400
     # And the list pages with a cursor
     file_id = _file(client, org)
     for _ in range(2):

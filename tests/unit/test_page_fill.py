@@ -1,4 +1,4 @@
-"""The paging rule of items and results pages (services/batches/reads.py `fill_page`): at most
+"""The paging rule of pages whose rows can be large (domain/batches/pages.py `fill_page`): at most
 `limit` rows and PAGE_MAX_BYTES of them, never an empty page, and the cursor of the first row
 left out; a row's bytes are what it adds to the answer Lambda carries (`row_bytes`)."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from batchroute.services.batches.reads import PAGE_MAX_BYTES, ResultRowView, fill_page, row_bytes
+from batchroute.domain.batches.pages import PAGE_MAX_BYTES, fill_page, fitting, row_bytes
+from batchroute.services.batches.reads import ResultRowView
 
 
 def _row(seq: int, text: str = "") -> ResultRowView:
@@ -25,7 +26,10 @@ def _all_pages(rows: list[ResultRowView], *, limit: int, max_bytes: int) -> list
     start = 0
     while True:
         page, cursor = fill_page(
-            ((str(n), row) for n, row in enumerate(rows) if n >= start), limit=limit, max_bytes=max_bytes
+            ((str(n), row) for n, row in enumerate(rows) if n >= start),
+            limit=limit,
+            size=row_bytes,
+            max_bytes=max_bytes,
         )
         pages.append(page)
         if cursor is None:
@@ -48,7 +52,9 @@ def test_a_page_stops_at_the_byte_budget_before_the_limit() -> None:
     rows = [_row(n, "x" * 1000) for n in range(10)]
     size = row_bytes(rows[0])
     # When they are paged 1,000 a page
-    page, cursor = fill_page(((str(n), r) for n, r in enumerate(rows)), limit=1000, max_bytes=size * 7 // 2)
+    page, cursor = fill_page(
+        ((str(n), r) for n, r in enumerate(rows)), limit=1000, size=row_bytes, max_bytes=size * 7 // 2
+    )
     # Then the page holds 3 rows and the cursor is the 4th's
     assert page == rows[:3] and cursor == "3"
 
@@ -75,12 +81,22 @@ def test_a_row_over_the_budget_alone_is_a_page_of_its_own() -> None:
 
 def test_the_limit_still_cuts_a_page_and_the_last_page_has_no_cursor() -> None:
     rows = [_row(n) for n in range(5)]
-    page, cursor = fill_page(((str(n), r) for n, r in enumerate(rows)), limit=2)
+    page, cursor = fill_page(((str(n), r) for n, r in enumerate(rows)), limit=2, size=row_bytes)
     assert page == rows[:2] and cursor == "2"
-    page, cursor = fill_page(((str(n), r) for n, r in enumerate(rows[:2])), limit=2)
+    page, cursor = fill_page(((str(n), r) for n, r in enumerate(rows[:2])), limit=2, size=row_bytes)
     assert page == rows[:2] and cursor is None  # no row left: no cursor, as the spec says
-    assert fill_page(iter([]), limit=2) == ([], None)
+    assert fill_page(iter([]), limit=2, size=row_bytes) == ([], None)
 
 
 def test_the_budget_leaves_room_under_the_lambda_response_cap() -> None:
     assert PAGE_MAX_BYTES + 64 * 1024 < 6_291_556
+
+
+def test_fitting_keeps_the_longest_start_within_the_budget_never_nothing() -> None:
+    # For a listing whose cursor names the last row shown (presets, schedules, versions)
+    rows = [_row(n, "x" * 1000) for n in range(6)]
+    size = row_bytes(rows[0])
+    assert fitting(rows, size=row_bytes, max_bytes=size * 5 // 2) == rows[:2]
+    assert fitting(rows, size=row_bytes, max_bytes=size * 10) == rows
+    assert fitting(rows, size=row_bytes, max_bytes=10) == rows[:1]
+    assert fitting([], size=row_bytes) == []

@@ -147,10 +147,17 @@ def list_runs(
     "/v1/schedules/{schedule_id}/versions",
     response_model=documented_as(ScheduleVersionList),
     responses=_ONE,
-    summary="Every version of the schedule, newest first",
+    summary="The schedule's versions, newest first",
 )
-def list_versions(schedule_id: ScheduleId, principal: Reader, schedules: SchedulesDep) -> dict[str, Any]:
-    return {"object": "list", "data": schedules.versions(principal, schedule_id)}
+def list_versions(
+    schedule_id: ScheduleId,
+    principal: Reader,
+    schedules: SchedulesDep,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
+) -> dict[str, Any]:
+    versions, next_cursor = schedules.versions(principal, schedule_id, cursor=cursor, limit=limit)
+    return {"object": "list", "data": versions, "next_cursor": next_cursor}
 
 
 @router.get(

@@ -382,6 +382,7 @@ class ScheduleVersion(BaseModel):
 class ScheduleVersionList(BaseModel):
     object: Literal["list"]
     data: list[ScheduleVersion]
+    next_cursor: str | None = Field(description="the older versions: pass as `cursor`; null at version 1")
 
 
 class TokenCounts(BaseModel):

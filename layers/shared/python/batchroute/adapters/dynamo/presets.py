@@ -172,8 +172,10 @@ class PresetStore(DynamoStore):
             )
         )
         rows = [read(from_item(item)) for item in response.get("Items", [])]
+        # A query stops at `limit` rows or at 1 MB read, whichever comes first (large presets
+        # reach the megabyte first): either way its last key is where the next page starts.
         last = response.get("LastEvaluatedKey")
-        return rows, (str(last["sk"]["S"])[len(base) :] if last and len(rows) == limit else None)
+        return rows, (str(last["sk"]["S"])[len(base) :] if last else None)
 
     def _next_version(self, preset: Preset, condition: str, seen_version: int) -> list[dict[str, Any]]:
         return [
@@ -199,7 +201,8 @@ def _version_values(version: PresetVersion) -> dict[str, Any]:
         "org_id": version.org_id,
         "name": version.name,
         "version": version.version,
-        "template": json.dumps(version.template(), sort_keys=True, separators=(",", ":")),
+        # UTF-8 as it is (not \u escapes, up to six bytes a character): the item's 400 KB
+        "template": json.dumps(version.template(), sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "version_created_at": version.created_at,
         "created_by": version.created_by,
     }

@@ -192,9 +192,17 @@ class ScheduleStore(DynamoStore):
         return [schedule_from_item(from_item(i)) for i in response.get("Items", [])]
 
     # -- history -------------------------------------------------------------------------------
-    def versions(self, schedule_id: str) -> list[ScheduleVersion]:
-        found = self._history(schedule_id, "VERSION#", newest_first=True, limit=1000)[0]
-        return [from_stored(ScheduleVersion, item, schedule_id=schedule_id) for item in found]
+    def versions(
+        self, schedule_id: str, *, limit: int, before: int | None = None
+    ) -> tuple[list[ScheduleVersion], int | None]:
+        """Versions newest first, older than version `before`; the last version's number when
+        older ones are left."""
+        start = version_sk(before).removeprefix("VERSION#") if before is not None else None
+        found, more = self._history(
+            schedule_id, "VERSION#", newest_first=True, limit=limit, start_after=start
+        )
+        versions = [from_stored(ScheduleVersion, item, schedule_id=schedule_id) for item in found]
+        return versions, (versions[-1].version if more is not None and versions else None)
 
     def create_run(self, run: ScheduleRun) -> bool:
         """Record a firing once; False when this fire time already has its run."""

@@ -104,7 +104,11 @@ def input_line_head(line: bytes) -> tuple[int, str] | None:
         return None
 
 
-def jsonl_line(value: Mapping[str, Any]) -> bytes:
+# A JSON object as the service writes it, an artifact line or an answer's row.
+JsonObject = Mapping[str, Any]
+
+
+def jsonl_line(value: JsonObject) -> bytes:
     """One artifact line: compact JSON, UTF-8, newline-terminated. Written by orjson (about
     five times the json module's speed; Finalize writes every row of a batch); what orjson
     refuses and the json module writes (an integer beyond 64 bits, a key that is not a

@@ -33,6 +33,9 @@ from batchroute.money import MoneyView
 ScorerKind = Literal["exact", "contains", "json_field", "numeric"]
 SCORERS: Final[tuple[str, ...]] = ("exact", "contains", "json_field", "numeric")
 MAX_GOLDEN_ITEMS: Final = 50
+# The items' inputs and expected answers, as compact UTF-8 JSON: a golden set is kept in its
+# schedule's or preset's DynamoDB items (400 KB each, beside a 32,000-character system prompt).
+MAX_GOLDEN_ITEMS_BYTES: Final = 200 * 1024
 MAX_EXPECTED_CHARS: Final = 4000
 MAX_GOLDEN_MODEL: Final = 200
 MAX_SCORER_PATH: Final = 200
@@ -222,6 +225,13 @@ def parse_golden_set(raw: object, *, field: str = "golden_set") -> GoldenSet | N
         raise _invalid(f"{field}.model", "golden_set.model must be an exact catalog model id.")
     scorer = _scorer(raw.get("scorer"), f"{field}.scorer")
     items = _items(raw.get("items"), scorer, f"{field}.items")
+    size = len(json.dumps([[i.input, i.expected] for i in items], ensure_ascii=False).encode())
+    if size > MAX_GOLDEN_ITEMS_BYTES:
+        raise _invalid(
+            f"{field}.items",
+            f"A golden set's items are at most {MAX_GOLDEN_ITEMS_BYTES:,} bytes of JSON (these are "
+            f"{size:,}): fewer or shorter inputs and expected answers.",
+        )
     threshold = raw.get("threshold", DEFAULT_THRESHOLD)
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
         raise _invalid(f"{field}.threshold", "threshold is the share of items that must pass: 0 to 1.")

@@ -1,8 +1,8 @@
 """Reading batches: listings, items with their live status, results and artifact links.
 
 Items and results are read from S3 chunks as streams: a page never loads a whole batch.
-A page of items or results also stops at PAGE_MAX_BYTES of rows (`fill_page`): the buffered
-API function's answer cannot pass Lambda's 6 MB cap on a synchronous response.
+A page of items or results also stops at PAGE_MAX_BYTES of rows (domain/batches/pages.py): the
+buffered API function's answer cannot pass Lambda's 6 MB cap on a synchronous response.
 Once retention reclaimed a batch's bytes (docs/retention.md), its items, results and
 artifact URL answer 410 `results_expired`; its record and receipt stay readable.
 """
@@ -13,18 +13,18 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal, NotRequired, Protocol, TypedDict, TypeVar, cast
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast
 
 from batchroute.clock import isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
 from batchroute.domain.batches.artifact_keys import (
     input_chunk_key,
-    jsonl_line,
     result_chunk_key,
     results_index_key,
 )
 from batchroute.domain.batches.jsonl import artifact_lines
+from batchroute.domain.batches.pages import fill_page, row_bytes
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import NON_TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until
@@ -37,11 +37,6 @@ from batchroute.services.batches.views import ArtifactFilesView, Signer, artifac
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
 BodyFormat = Literal["normalized", "raw"]
-# The rows of one items or results page stop at this many bytes (`row_bytes`), whatever the
-# `limit`: the API's buffered function answers through Lambda, whose synchronous response is
-# at most 6 MB (6,291,556 bytes, the JSON Lambda wraps the body in included); over it API
-# Gateway answers 502. 4 MiB leaves room for the page's envelope and the headers.
-PAGE_MAX_BYTES: Final = 4 * 1024 * 1024
 
 
 class ResultRowView(TypedDict):
@@ -105,36 +100,6 @@ def _cursor(value: str | None) -> int:
     if not value.isdigit():
         raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
     return int(value)
-
-
-def row_bytes(row: ResultRowView | ItemRowView) -> int:
-    """What one row adds to a page's answer: its JSON as the API writes it (compact, UTF-8,
-    unescaped) and a comma, plus a backslash for every `"` and `\\` in it: Lambda carries the
-    answer's body as a JSON string, so its escapes count against the 6 MB cap too."""
-    line = jsonl_line(row)  # the newline stands for the comma
-    return len(line) + line.count(b'"') + line.count(b"\\")
-
-
-Row = TypeVar("Row", ResultRowView, ItemRowView)
-
-
-def fill_page(
-    rows: Iterable[tuple[str, Row]], *, limit: int, max_bytes: int = PAGE_MAX_BYTES
-) -> tuple[list[Row], str | None]:
-    """One page of `rows` (each with the cursor that starts at it), in order: at most `limit`
-    rows and `max_bytes` of them (`row_bytes`), but never empty (a row over `max_bytes` alone
-    is a page of its own). Also the cursor of the first row left out: None when none was."""
-    page: list[Row] = []
-    used = 0
-    for cursor, row in rows:
-        if len(page) == limit:
-            return page, cursor
-        size = row_bytes(row)
-        if page and used + size > max_bytes:
-            return page, cursor
-        page.append(row)
-        used += size
-    return page, None
 
 
 def preview(output: Any, limit: int = 200) -> str | None:
@@ -236,7 +201,7 @@ class BatchReads:
             for index, row in enumerate(rows_read, start=first)
             if index >= start
         )
-        data, next_cursor = fill_page(rows, limit=limit)
+        data, next_cursor = fill_page(rows, limit=limit, size=row_bytes)
         return {"batch_id": batch_id, "body_format": body_format, "data": data, "next_cursor": next_cursor}
 
     def _results_offset(self, batch_id: str, start: int) -> tuple[int, int]:
@@ -280,7 +245,7 @@ class BatchReads:
         rows = self._item_rows(batch, lanes, _cursor(cursor))
         matching = (row for row in rows if status is None or row["status"] == status)
         paged = ((str(row["sequence_number"]), row) for row in self._with_feedback(batch, matching))
-        data, next_cursor = fill_page(paged, limit=limit)
+        data, next_cursor = fill_page(paged, limit=limit, size=row_bytes)
         return {"batch_id": batch_id, "data": data, "next_cursor": next_cursor}
 
     def _with_feedback(self, batch: BatchRecord, rows: Iterable[ItemRowView]) -> Iterator[ItemRowView]:

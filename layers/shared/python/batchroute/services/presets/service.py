@@ -18,6 +18,7 @@ from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.batches.pages import fitting, row_bytes
 from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.presets.golden_sets import RegressionRecord, RegressionRunView
 from batchroute.domain.presets.presets import (
@@ -122,10 +123,18 @@ class Presets:
         authorize(principal, "batches:read")
         if cursor is not None:
             check_name(cursor, field_name="cursor")
+        shown, more = self._heads(principal.org_id, cursor, limit, include_archived)
+        # The page also stops at PAGE_MAX_BYTES (golden sets make a preset up to ~400 KB)
+        fitted = fitting(shown, size=_preset_bytes)
+        return fitted, (fitted[-1].name if len(fitted) < len(shown) else more)
+
+    def _heads(
+        self, org_id: str, cursor: str | None, limit: int, include_archived: bool
+    ) -> tuple[list[Preset], str | None]:
         shown: list[Preset] = []
         after = cursor
         while True:  # archived heads are skipped, so a page may take more than one query
-            page, after = self.store.heads(principal.org_id, after=after, limit=limit)
+            page, after = self.store.heads(org_id, after=after, limit=limit)
             for preset in page:
                 if include_archived or preset.archived_at is None:
                     shown.append(preset)
@@ -159,7 +168,10 @@ class Presets:
                 raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
             before = int(cursor)
         page, more = self.store.versions(principal.org_id, name, before=before, limit=limit)
-        return page, (str(more) if more is not None else None)
+        fitted = fitting(page, size=_version_bytes)
+        if len(fitted) < len(page):
+            more = fitted[-1].version
+        return fitted, (str(more) if more is not None else None)
 
     # -- golden sets -----------------------------------------------------------------------
     def regress(self, principal: Principal, name: str, version: int | None) -> RegressionRunView:
@@ -270,3 +282,11 @@ def _version(principal: Principal, name: str, number: int, content: PresetConten
     return content.as_version(
         principal.org_id, name, number, at=now, by=principal.user_id or principal.key_id
     )
+
+
+def _preset_bytes(preset: Preset) -> int:
+    return row_bytes(preset.to_api())
+
+
+def _version_bytes(version: PresetVersion) -> int:
+    return row_bytes(version.to_api())

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.batches.pages import fitting, row_bytes
 from batchroute.domain.batches.record import SurfaceFields
 from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.delivery.webhook_targets import webhook_target_problems
@@ -108,7 +109,10 @@ class Schedules:
         authorize(principal, "batches:read")
         if cursor is not None and not cursor.startswith("sched_"):
             raise InvalidRequest("cursor is not a cursor of this list.", details={"field": "cursor"})
-        return self.store.for_org(principal.org_id, limit=limit, start_after=cursor)
+        found, more = self.store.for_org(principal.org_id, limit=limit, start_after=cursor)
+        # The page also stops at PAGE_MAX_BYTES: a golden set makes a schedule large
+        fitted = fitting(found, size=_schedule_bytes)
+        return fitted, (fitted[-1].schedule_id if len(fitted) < len(found) else more)
 
     def runs(
         self, principal: Principal, schedule_id: str, *, cursor: str | None, limit: int
@@ -117,9 +121,20 @@ class Schedules:
         found, next_cursor = self.store.runs(schedule.schedule_id, limit=limit, start_after=cursor)
         return [run.to_api() for run in found], next_cursor
 
-    def versions(self, principal: Principal, schedule_id: str) -> list[VersionView]:
+    def versions(
+        self, principal: Principal, schedule_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[VersionView], str | None]:
+        """A page of the versions, newest first, within `limit` and PAGE_MAX_BYTES; the
+        cursor (the last version's number) of the older ones."""
         schedule = self.get(principal, schedule_id)
-        return [version.to_api() for version in self.store.versions(schedule.schedule_id)]
+        if cursor is not None and not (cursor.isdigit() and int(cursor) >= 1):
+            raise InvalidRequest("cursor is not a cursor of this list.", details={"field": "cursor"})
+        before = int(cursor) if cursor is not None else None
+        found, more = self.store.versions(schedule.schedule_id, limit=limit, before=before)
+        views = fitting([version.to_api() for version in found], size=row_bytes)
+        if len(views) < len(found):
+            more = views[-1]["version"]
+        return views, (str(more) if more is not None else None)
 
     def benchmarks(self, principal: Principal, schedule_id: str, version: int) -> list[RegressionRunView]:
         """The regression runs of one version, newest first."""
@@ -490,3 +505,7 @@ def _surface_fields(schedule: Schedule) -> SurfaceFields:
 
 def _actor(principal: Principal) -> str:
     return principal.acting_user_id or principal.key_id or "unknown"
+
+
+def _schedule_bytes(schedule: Schedule) -> int:
+    return row_bytes(schedule.to_api())
