@@ -13,7 +13,16 @@ Routes (under the vendor's prefix, `/google` by default; `<m>` is a model id):
 - batch mode: `POST /v1beta/models/<m>:batchGenerateContent` (inlined requests, each with a
   `metadata.key`), `GET /v1beta/batches/<id>` (the batch's long-running operation: metadata
   state BATCH_STATE_*, batchStats, and once done the inlined responses in `metadata.output`
-  and `response`), `POST /v1beta/batches/<id>:cancel`, `DELETE /v1beta/batches/<id>`.
+  and `response`), `POST /v1beta/batches/<id>:cancel`, `DELETE /v1beta/batches/<id>`, and
+  `GET /v1beta/batches` (a ListOperationsResponse: `operations`, each the operation `GET
+  /v1beta/batches/<id>` answers, and `nextPageToken` while more follow). Google documents no
+  order for it (the emulator lists by resource name, random ids: no order the adapter could
+  lean on) and `pageSize` only as "the standard list page size", so it pages as Google's
+  AIP-158 has a list page: none or 0 is the default (10), more than the maximum (100) is
+  coerced down to it (both figures files.list's, the same API's documented ones), a negative
+  one is 400 INVALID_ARGUMENT (its message ours), a value that is no int32 Google's 400
+  "Invalid value at 'page_size' (TYPE_INT32)", both with a google.rpc.BadRequest naming
+  `page_size`; `pageToken` is opaque (one it did not give: 400 INVALID_ARGUMENT, modelled).
 
 Every call needs a key (`x-goog-api-key`, or `?key=`): without one, 403 PERMISSION_DENIED.
 Errors have Google's shape, `{"error": {"code", "message", "status"}}`. Every request body is
@@ -68,7 +77,9 @@ running for the configured batch seconds (by the injected clock), then done.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import threading
 import time
 import uuid
@@ -93,6 +104,11 @@ GEMINI_MODELS: Final = (
     "gemini-embedding-001",
 )
 MAX_EMBED_BATCH: Final = 100
+# `GET /v1beta/batches`: Google documents no page size figures for it ("The standard list page
+# size"); these are files.list's, documented for the same API ("If unspecified, defaults to 10.
+# Maximum `pageSize` is 100.").
+LIST_PAGE_SIZE_DEFAULT: Final = 10
+LIST_PAGE_SIZE_MAX: Final = 100
 _MODEL: Final = r"(?P<model>[A-Za-z0-9._-]+)"
 _BATCH: Final = r"(?P<batch>[A-Za-z0-9_-]+)"
 _TYPES: Final = "type.googleapis.com/google.ai.generativelanguage.v1beta."
@@ -123,9 +139,14 @@ def invalid_reply(violations: list[str]) -> Reply:
     fields = [
         {"field": found.split(": ", 1)[0], "description": found.split(": ", 1)[-1]} for found in violations
     ]
+    return bad_request("Invalid JSON payload received. " + "\n".join(f"* {v}" for v in violations), fields)
+
+
+def bad_request(message: str, fields: list[dict[str, str]]) -> Reply:
+    """400 INVALID_ARGUMENT with the fields at fault as a google.rpc.BadRequest's fieldViolations."""
     error = {
         "code": 400,
-        "message": "Invalid JSON payload received. " + "\n".join(f"* {v}" for v in violations),
+        "message": message,
         "status": "INVALID_ARGUMENT",
         "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": fields}],
     }
@@ -257,6 +278,7 @@ class GeminiEmulator:
             ("GET", r"/v1beta/models", self.list_models),
             ("GET", rf"/v1beta/models/{_MODEL}", self.get_model),
             ("POST", rf"/v1beta/models/{_MODEL}:batchGenerateContent", self.create_batch),
+            ("GET", r"/v1beta/batches", self.list_batches),
             ("GET", rf"/v1beta/batches/{_BATCH}", self.get_batch),
             ("POST", rf"/v1beta/batches/{_BATCH}:cancel", self.cancel_batch),
             ("DELETE", rf"/v1beta/batches/{_BATCH}", self.delete_batch),
@@ -451,6 +473,29 @@ class GeminiEmulator:
         job = self._job(request)
         return _no_batch(request) if job is None else reply(200, self._operation(job))
 
+    def list_batches(self, request: Request) -> Reply:
+        """A ListOperationsResponse page of the batches, by resource name (module docstring)."""
+        raw = request.query.get("pageSize", "0")
+        size = int(raw) if re.fullmatch(r"-?\d{1,10}", raw) and -(2**31) <= int(raw) < 2**31 else None
+        if size is None:
+            message = f"Invalid value at 'page_size' (TYPE_INT32), \"{raw}\""
+            return bad_request(message, [{"field": "page_size", "description": message}])
+        if size < 0:
+            message = "page_size must not be negative"
+            return bad_request(message, [{"field": "page_size", "description": message}])
+        after = _page_token_name(request.query.get("pageToken", ""))
+        if after is None:
+            return error_reply(400, "Invalid page token.", "INVALID_ARGUMENT")
+        with self._lock:
+            following = [self._jobs[name] for name in sorted(self._jobs) if name > after]
+        page = following[: min(size or LIST_PAGE_SIZE_DEFAULT, LIST_PAGE_SIZE_MAX)]
+        for job in page:
+            self._advance(job)
+        body: dict[str, Any] = {"operations": [self._operation(job) for job in page]}
+        if len(following) > len(page):  # Google leaves the token out on the last page
+            body["nextPageToken"] = base64.urlsafe_b64encode(page[-1].name.encode()).decode()
+        return reply(200, body)
+
     def cancel_batch(self, request: Request) -> Reply:
         job = self._job(request)
         if job is None:
@@ -626,6 +671,18 @@ def _usage(answer: Answer) -> dict[str, int]:
 
 def _no_batch(request: Request) -> Reply:
     return error_reply(404, f"Batch batches/{request.params['batch']} not found.", "NOT_FOUND")
+
+
+def _page_token_name(token: str) -> str | None:
+    """The batch a `nextPageToken` this emulator gave lists after ("" before every one); None
+    for a token it did not give."""
+    if not token:
+        return ""
+    try:
+        name = base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return name if re.fullmatch(rf"batches/{_BATCH}", name) else None
 
 
 def _timestamp(seconds: float) -> str:

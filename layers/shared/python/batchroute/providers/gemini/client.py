@@ -1,18 +1,19 @@
 """The Gemini API over HTTP: `generateContent` (whole, and streamed as server-sent events
 with `:streamGenerateContent?alt=sse`), `embedContent` / `batchEmbedContents`, and batch mode
 (`batchGenerateContent` with inlined requests, the batch's operation polled, cancelled, and
-deleted once its results are read). The bodies and results come from `transform.py`; the
+deleted once its results are read; a retried submission first looks for the batch its lost
+answer made, `GET /v1beta/batches`). The bodies and results come from `transform.py`; the
 HTTP, the error mapping and the SSE parsing from providers/http.py (httpx, httpx-sse), with
 Google's error bodies read by `transform.status_error`.
 
 The key goes in the `x-goog-api-key` header (never the URL, which logs would keep).
-Paths: /v1beta/models/<id>:<method>, /v1beta/batches/<id>[:cancel].
+Paths: /v1beta/models/<id>:<method>, /v1beta/batches, /v1beta/batches/<id>[:cancel].
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import batchroute.providers.gemini.transform as transform
@@ -95,6 +96,15 @@ class GeminiModels:
         return [name.removeprefix("models/") for name in names if name]
 
 
+# A batch the first try of a submission may have made, looked up on its retry: made at most
+# this long before the newest batch listed (Google's own clock), among the batches of at most
+# this many pages. Google documents no maximum pageSize for batches.list ("The standard list
+# page size"); Google's AIP-158 has a larger one than served coerced down: the look-up pages on.
+LOOKUP_WINDOW_SECONDS = 900
+LOOKUP_PAGES = 20
+LOOKUP_PAGE_SIZE = 100
+
+
 @dataclass(eq=False)
 class GeminiBatches:
     """The vendor batch adapter (BatchApiProvider) over Gemini batch mode: one job per lane
@@ -104,19 +114,56 @@ class GeminiBatches:
     slug: str
     http: VendorHttp
     min_requests = 1  # (not a field: no annotation)
+    # The keys of the submissions tried in this process and not yet answered: a key tried
+    # again is a retry, whose first try may have made its batch.
+    _unanswered: set[str] = field(default_factory=set, init=False, repr=False)
 
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
-        """`key` goes in the batch's displayName (`batchroute <key>`), where a look-up after a
-        lost answer could find the batch; none is made yet (docs/providers.md)."""
+        """`key` goes in the batch's displayName (`batchroute <key>`). Batch mode has no
+        idempotency key, so when a submission is tried again (its answer was lost: a read
+        time-out once Google had made the batch), the batch is first looked for among the
+        account's by that displayName and the model, and one found pending, running or done
+        is taken instead of making a second, billed one (docs/providers.md)."""
         listed = list(requests)
-        if len({transform.model_name(r.provider_model_id) for r in listed}) != 1:  # none, or several
+        models = {transform.model_name(r.provider_model_id) for r in listed}
+        if len(models) != 1:  # none, or several
             raise base.PermanentProviderError(
                 "a Gemini batch job runs one model, for one request or more", code="invalid_item"
             )
+        retried = key in self._unanswered
+        if key:
+            self._unanswered.add(key)
+        try:
+            made = self._made_by(key, models.pop()) if key and retried else None
+            name = made or self._create(listed, key)
+        except base.TransientProviderError:
+            raise  # tried again with the same key: the look-up finds what was made
+        except BaseException:
+            self._unanswered.discard(key or "")
+            raise
+        self._unanswered.discard(key or "")
+        return name
+
+    def _made_by(self, key: str, model: str) -> str | None:
+        """The name of the batch a lost try of submission `key` made for `model`, still of use
+        (one failed, cancelled or expired is not: a new one is made). Every page is read, up
+        to LOOKUP_PAGES: Google documents no order for the listing."""
+        listed: list[transform.ListedBatch] = []
+        token = ""
+        for _ in range(LOOKUP_PAGES):
+            params = {"pageSize": str(LOOKUP_PAGE_SIZE), **({"pageToken": token} if token else {})}
+            page = self.http.request_json("GET", transform.BATCHES_PATH, params=params)
+            listed += transform.listed_batches(page, key=key, model=model)
+            token = str(page.get("nextPageToken") or "") if isinstance(page, dict) else ""
+            if not token:  # the last page
+                break
+        return transform.made_by(listed, window_seconds=LOOKUP_WINDOW_SECONDS)
+
+    def _create(self, requests: list[base.ProviderRequest], key: str | None) -> str:
         created = self.http.request_json(
             "POST",
-            transform.model_path(listed[0].provider_model_id, "batchGenerateContent"),
-            json_body=transform.batch_body(listed, key=key),
+            transform.model_path(requests[0].provider_model_id, "batchGenerateContent"),
+            json_body=transform.batch_body(requests, key=key),
         )
         name = created.get("name") if isinstance(created, dict) else None
         if not isinstance(name, str) or transform.batch_name(name) is None:

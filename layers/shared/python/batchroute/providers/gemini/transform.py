@@ -63,6 +63,8 @@ Field map, answers (Gemini -> ours):
     metadata.state BATCH_STATE_* (the SDK's JOB_STATE_* accepted too) -> JobStatus.state
     metadata.batchStats                  -> JobStatus counts
     inlinedResponses[] {response | error, metadata.key} -> one ProviderResult per custom_id
+    batches.list operations[] {name, metadata {displayName, model, state, createTime}}
+                                         -> ListedBatch: a retried submission's batch, found
     `raw`                                -> the vendor's body as sent (a GenerateContentResponse,
                                             {"embedding"}); {"embeddings"} of every call, in order
 
@@ -85,6 +87,7 @@ import re
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from batchroute.domain.catalog import tokens
@@ -103,6 +106,7 @@ from batchroute.providers.http import error_for_status, retry_after_seconds, ven
 API_VERSION: Final = "v1beta"
 API_ROOT: Final = f"/{API_VERSION}"
 MODELS_PATH: Final = f"{API_ROOT}/models"
+BATCHES_PATH: Final = f"{API_ROOT}/batches"
 MAX_EMBED_BATCH: Final = 100  # batchEmbedContents takes at most 100 requests per call
 MAX_INLINE_BYTES = 20 * 1024 * 1024  # batch mode takes at most 20 MB of inlined requests
 JSON_MIME: Final = "application/json"
@@ -116,6 +120,8 @@ JOB_STATES: Final[dict[str, base.JobState]] = {
     "CANCELLED": "cancelled",
     "EXPIRED": "expired",
 }
+# A listed batch in one of these states is not taken for a retried submission's (`listed_batches`).
+_OF_NO_USE: Final[frozenset[base.JobState]] = frozenset({"failed", "cancelled", "expired"})
 # Finish reasons that mean a content filter stopped the answer: the item fails.
 BLOCKED_FINISHES: Final = frozenset(
     {
@@ -606,7 +612,7 @@ def batch_body(requests: Sequence[base.ProviderRequest], *, key: str | None = No
         inlined.append({"request": generate_body(request), "metadata": {"key": request.custom_id}})
     body = {
         "batch": {
-            "displayName": f"batchroute {key}" if key else f"batchroute {len(inlined)} requests",
+            "displayName": batch_display_name(key) if key else f"batchroute {len(inlined)} requests",
             "inputConfig": {"requests": {"requests": inlined}},
         }
     }
@@ -881,6 +887,52 @@ def job_status(operation: Mapping[str, Any]) -> base.JobStatus:
     )
 
 
+def batch_display_name(key: str) -> str:
+    """The displayName of submission `key`'s batch, where a retry of the submission finds the
+    batch its lost first try made (`listed_batches`)."""
+    return f"batchroute {key}"
+
+
+@dataclass(frozen=True)
+class ListedBatch:
+    """One operation of a `GET /batches` page, as a retried submission's look-up reads it."""
+
+    name: str  # batches/<id>
+    created: float  # metadata.createTime, seconds since the epoch on Google's clock
+    taken: bool  # the submission's (displayName) for its model, and not failed, cancelled or expired
+
+
+def listed_batches(page: object, *, key: str, model: str) -> list[ListedBatch]:
+    """The batches of a ListOperationsResponse page (`operations`) that have a name and a
+    createTime; `taken` for those whose displayName is submission `key`'s, whose model is
+    `model` (`models/<id>`) and whose state is of use."""
+    found = []
+    for entry in _mapping(page).get("operations") or []:
+        operation = _mapping(entry)
+        batch = _mapping(operation.get("metadata"))
+        name, created = operation.get("name"), _seconds(batch.get("createTime"))
+        if not isinstance(name, str) or batch_name(name) is None or created is None:
+            continue
+        taken = (
+            batch.get("displayName") == batch_display_name(key)
+            and batch.get("model") == model
+            and job_state(batch.get("state")) not in _OF_NO_USE
+        )
+        found.append(ListedBatch(name, created, taken))
+    return found
+
+
+def made_by(listed: Sequence[ListedBatch], *, window_seconds: float) -> str | None:
+    """The newest batch `taken` among those listed, made at most `window_seconds` before the
+    newest listed: Google documents no list order, so the window is measured on the whole
+    listing, never on where in it a batch comes."""
+    if not listed:
+        return None
+    since = max(b.created for b in listed) - window_seconds
+    kept = [b for b in listed if b.taken and b.created >= since]
+    return max(kept, key=lambda b: (b.created, b.name)).name if kept else None
+
+
 def job_results(operation: Mapping[str, Any]) -> Iterator[base.ProviderResult]:
     """One result per inlined response that names its request (metadata.key)."""
     output = _mapping(_mapping(operation.get("metadata")).get("output")) or _mapping(
@@ -967,6 +1019,16 @@ def _int(value: object) -> int:
         return int(value) if isinstance(value, int | str) and not isinstance(value, bool) else 0
     except ValueError:
         return 0
+
+
+def _seconds(value: object) -> float | None:
+    """An RFC 3339 timestamp as Google writes one (`2014-10-02T15:01:23.045123456Z`, or an
+    offset) in seconds since the epoch; None for anything else."""
+    try:
+        found = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return found.timestamp() if found is not None and found.tzinfo is not None else None
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
