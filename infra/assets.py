@@ -12,7 +12,9 @@ The layer's third-party part is reinstalled only when the dependency list change
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -74,11 +76,22 @@ def layer_dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
 
 
 def build(*, quiet: bool = False) -> BuildResult:
-    """Build (or refresh) every asset under .build/ and return where they are."""
+    """Build (or refresh) every asset under .build/ and return where they are.
+
+    One build at a time (a lock file: the test workers each build, a synth may run beside
+    them), and a refresh rewrites only the files that changed, so a reader of .build/ (a
+    synth hashing the assets) never meets a tree half removed."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with (BUILD_DIR / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(quiet=quiet)
+
+
+def _build(*, quiet: bool) -> BuildResult:
     layer_python = LAYER_DIR / "python"
     dependencies = layer_dependencies()
     installed = _install_dependencies(layer_python, dependencies, quiet=quiet)
-    _copy_tree(PACKAGE_SOURCE, layer_python / resources.SERVICE)
+    _mirror(PACKAGE_SOURCE, layer_python / resources.SERVICE)
     function_dirs = {fn.key: _build_function(fn.key) for fn in resources.FUNCTIONS}
     console_built = build_console(quiet=quiet)
     return BuildResult(
@@ -212,20 +225,46 @@ def _build_function(key: str) -> Path:
     if not source.is_dir():
         raise BuildError(f"functions/{key}/ is missing (declared in batchroute.resources.FUNCTIONS)")
     package = function_asset_dir(key) / "functions"
-    shutil.rmtree(function_asset_dir(key), ignore_errors=True)
-    package.mkdir(parents=True)
+    package.mkdir(parents=True, exist_ok=True)
+    for stray in function_asset_dir(key).iterdir():  # the asset holds the package alone
+        if stray != package:
+            _remove(stray)
     init = FUNCTIONS_SOURCE / "__init__.py"
-    if init.is_file():
-        shutil.copy2(init, package / "__init__.py")
-    else:
-        (package / "__init__.py").write_text("")
-    _copy_tree(source, package / key)
+    _write_if_changed(package / "__init__.py", init.read_bytes() if init.is_file() else b"")
+    for stray in package.iterdir():
+        if stray.name not in ("__init__.py", key):
+            _remove(stray)
+    _mirror(source, package / key)
     return function_asset_dir(key)
 
 
-def _copy_tree(source: Path, destination: Path) -> None:
-    _remove(destination)
-    shutil.copytree(source, destination, ignore=_IGNORED)
+def _mirror(source: Path, destination: Path) -> None:
+    """Make `destination` hold what `source` holds (but bytecode), touching only the files
+    that differ: new and changed ones written, the ones gone removed."""
+    if destination.is_symlink() or destination.is_file():
+        _remove(destination)
+    destination.mkdir(parents=True, exist_ok=True)
+    names = os.listdir(source)
+    kept = set(names) - _IGNORED(str(source), names)
+    for stray in destination.iterdir():
+        if stray.name not in kept:
+            _remove(stray)
+    for name in sorted(kept):
+        origin, target = source / name, destination / name
+        if origin.is_dir():
+            _mirror(origin, target)
+        else:
+            if target.is_dir() and not target.is_symlink():
+                _remove(target)
+            _write_if_changed(target, origin.read_bytes())
+
+
+def _write_if_changed(path: Path, content: bytes) -> None:
+    if path.is_file() and not path.is_symlink() and path.read_bytes() == content:
+        return
+    staged = path.with_name(f".{path.name}.tmp")
+    staged.write_bytes(content)
+    staged.replace(path)  # a reader sees the old file or the new one, never half of it
 
 
 def _remove(path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,22 @@ def test_a_second_build_reuses_the_installed_dependencies(lambda_assets: assets.
     # Then
     assert again.dependencies_installed is False
     assert again.function_dirs == lambda_assets.function_dirs
+
+
+def test_builds_at_once_wait_for_each_other_and_a_refresh_rewrites_nothing_unchanged(
+    lambda_assets: assets.BuildResult,
+) -> None:
+    # Given the session's build, and a file of it as a reader (a synth) sees it
+    shipped = lambda_assets.layer_dir / "python" / resources.SERVICE
+    probe = shipped / "resources.py"
+    before = probe.stat()
+    # When three builds run at once (as the test workers' builds and a synth beside them do)
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: assets.build(quiet=True), range(3)))
+    # Then each ends whole, the layer still the package, and an unchanged file untouched
+    assert all(r.function_dirs == lambda_assets.function_dirs for r in results)
+    assert _files(shipped, "*") == _files(assets.PACKAGE_SOURCE, "*")
+    assert (probe.stat().st_ino, probe.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
 def test_the_console_bundle_is_built_once_per_source_state(lambda_assets: assets.BuildResult) -> None:
