@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
+from batchroute.config import get_settings
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -229,3 +231,31 @@ def test_one_org_never_sees_or_changes_another_orgs_policy(client: TestClient, o
     assert crossed.status_code == 200 and crossed.json()["data"] == []
     bad_cursor = client.get(f"{PATH}/history?cursor=batch_x", headers=other.key_headers("owner"))
     assert bad_cursor.status_code == 400 and bad_cursor.json()["error"]["details"]["field"] == "cursor"
+
+
+class _CutAtTwoItems:
+    """A DynamoDB client whose queries stop after two items, as a query stops at 1 MB read
+    when the entries are large: fewer items than asked for, and a LastEvaluatedKey."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def query(self, **request: Any) -> Any:
+        return self.client.query(**{**request, "Limit": min(request["Limit"], 2)})
+
+
+def test_a_history_query_cut_short_by_dynamodb_still_says_more_remain(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given four saved versions
+    admin = org.key_headers("admin")
+    for mode in ("hybrid", "cheapest", "hybrid", "cheapest"):
+        assert put(client, admin, {"routing_mode": mode}).status_code == 200
+    store = RoutePolicyStore(get_settings().table_name("controls"))
+    cut = RoutePolicyStore(store.table_name, dynamodb=_CutAtTwoItems(store.dynamodb))
+    # When a page of 50 is read and DynamoDB stops after two items
+    page, more = cut.history(org.org_id, limit=50)
+    # Then the two come back with "more", so the listing reads on rather than ending there
+    assert [e.version for e in page] == [4, 3] and more is True
+    rest, more = cut.history(org.org_id, limit=50, starting_after=page[-1].id)
+    assert [e.version for e in rest] == [2, 1]

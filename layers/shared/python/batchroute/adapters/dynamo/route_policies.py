@@ -82,8 +82,10 @@ class RoutePolicyStore(ControlsStore):
             Limit=limit + 1,
             ConsistentRead=True,
         )
-        items = [_entry_from_item(from_item(i)) for i in self.dynamodb.query(**request).get("Items", [])]
-        return items[:limit], len(items) > limit
+        response = self.dynamodb.query(**request)
+        items = [_entry_from_item(from_item(i)) for i in response.get("Items", [])]
+        # A query cut at its 1 MB read (large entries) holds fewer items, with more to read.
+        return items[:limit], len(items) > limit or "LastEvaluatedKey" in response
 
 
 def _policy_item(policy: RoutePolicy) -> dict[str, Any]:
