@@ -18,7 +18,7 @@ from batchroute.adapters.s3_objects import S3Objects
 from batchroute.config import get_settings
 from batchroute.domain.batches.artifact_keys import jsonl_line, result_chunk_key
 from batchroute.domain.batches.jsonl import artifact_lines
-from batchroute.domain.batches.pages import PAGE_MAX_BYTES
+from batchroute.domain.batches.pages import PAGE_MAX_BYTES, ROW_MAX_BYTES
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from tests.integration.batch_pipeline_support import create_batch, item, run_workflow
@@ -108,17 +108,21 @@ def test_results_pages_of_long_answers_fit_the_lambda_response_and_hold_every_ro
         assert all(row["output"] == long for row in rows)
 
 
+def _with_huge_row_1(stack: LocalStack, org: TestOrg, size: int) -> tuple[str, dict[str, str]]:
+    """A finished batch whose result row 1 answers `size` characters; its id and that answer."""
+    batch_id = _finished_batch(stack, org)
+    huge = {"content": "x" * size}
+    _rewrite(
+        results_key(batch_id), lambda row: {**row, "output": huge} if row["sequence_number"] == 1 else row
+    )
+    return batch_id, huge
+
+
 def test_a_result_row_over_the_page_budget_is_a_page_of_its_own(
     stack: LocalStack, org: TestOrg, client: TestClient
 ) -> None:
     # Given a finished batch whose row 1 alone is over the page budget (5 MB)
-    batch_id = _finished_batch(stack, org)
-    huge = {"content": "x" * (PAGE_MAX_BYTES + 1_000_000)}
-
-    def one_huge(row: dict[str, Any]) -> dict[str, Any]:
-        return {**row, "output": huge} if row["sequence_number"] == 1 else row
-
-    _rewrite(results_key(batch_id), one_huge)
+    batch_id, huge = _with_huge_row_1(stack, org, PAGE_MAX_BYTES + 1_000_000)
     # When the results are read 1,000 rows a page
     pages = _every_page(client, f"/v1/batches/{batch_id}/results", org.key_headers(), limit=1000)
     # Then row 0 ends the first page, row 1 is the second page alone, the rest the third
@@ -128,6 +132,38 @@ def test_a_result_row_over_the_page_budget_is_a_page_of_its_own(
         list(range(2, ROWS)),
     ]
     assert pages[1]["data"][0]["output"] == huge
+
+
+def test_a_result_row_no_answer_can_carry_is_refused_in_the_envelope_with_a_way_on(
+    stack: LocalStack, org: TestOrg, client: TestClient
+) -> None:
+    # Given a finished batch whose row 1 alone is over what one Lambda answer carries (6 MB)
+    batch_id, _ = _with_huge_row_1(stack, org, ROW_MAX_BYTES + 1000)
+    path = f"/v1/batches/{batch_id}/results"
+    first = client.get(path, params={"limit": 1000}, headers=org.key_headers())
+    assert first.status_code == 200 and [r["sequence_number"] for r in first.json()["data"]] == [0]
+    # When the page that holds row 1 alone is read
+    refused = client.get(
+        path, params={"limit": 1000, "cursor": first.json()["next_cursor"]}, headers=org.key_headers()
+    )
+    # Then 413 in the spec's envelope (not a 502 from the gateway), naming the row, where the
+    # whole results file is read, and the cursor that goes on past it
+    assert refused.status_code == 413
+    error = refused.json()["error"]
+    assert error["code"] == "result_too_large"
+    details = error["details"]
+    assert (details["sequence_number"], details["max_bytes"]) == (1, ROW_MAX_BYTES)
+    assert (
+        details["bytes"] > ROW_MAX_BYTES
+        and details["artifact_url_path"] == f"/v1/batches/{batch_id}/artifact-url"
+    )
+    rest = client.get(
+        path, params={"limit": 1000, "cursor": details["next_cursor"]}, headers=org.key_headers()
+    )
+    assert [r["sequence_number"] for r in rest.json()["data"]] == list(range(2, ROWS))
+    # And the row is whole in the results file
+    url = client.get(details["artifact_url_path"], headers=org.key_headers()).json()["url"]
+    assert url
 
 
 def test_items_pages_of_long_errors_fit_the_lambda_response_and_hold_every_item_once(

@@ -194,7 +194,17 @@ def list_items(
 @router.get(
     "/v1/batches/{batch_id}/results",
     response_model=documented_as(ResultsPage),
-    responses={**_READ_ERRORS, **_GONE, **errors_doc({409: "Results are ready once the batch is finalized"})},
+    responses={
+        **_READ_ERRORS,
+        **_GONE,
+        **errors_doc(
+            {
+                409: "Results are ready once the batch is finalized",
+                413: "A row too large for one answer (`result_too_large`: read it in the results file; "
+                "`details.next_cursor` goes on past it)",
+            }
+        ),
+    },
     summary="One result row per item, in input order, paginated",
 )
 def list_results(

@@ -16,6 +16,9 @@ from batchroute.domain.batches.artifact_keys import JsonObject, jsonl_line
 
 # 4 MiB leaves room for the page's envelope and the headers.
 PAGE_MAX_BYTES: Final = 4 * 1024 * 1024
+# The most one row may be and still leave the function in an answer (6,291,556 bytes, less
+# room for the headers and the envelope): a larger one is answered `result_too_large`.
+ROW_MAX_BYTES: Final = 6_000_000
 
 Row = TypeVar("Row")
 

@@ -24,14 +24,14 @@ from batchroute.domain.batches.artifact_keys import (
     results_index_key,
 )
 from batchroute.domain.batches.jsonl import artifact_lines
-from batchroute.domain.batches.pages import fill_page, row_bytes
+from batchroute.domain.batches.pages import ROW_MAX_BYTES, fill_page, row_bytes
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import NON_TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until
 from batchroute.domain.feedback.feedback import FeedbackView
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done, lane_chunk_position
 from batchroute.domain.workflow.results import ResultLine
-from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
+from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.services.batches.ports import BatchReader, BatchStore, ObjectStore
 from batchroute.services.batches.views import ArtifactFilesView, Signer, artifact_files
 
@@ -92,6 +92,26 @@ class ItemsPageView(TypedDict):
     batch_id: str
     data: list[ItemRowView]
     next_cursor: str | None
+
+
+def _too_large(batch_id: str, row: ResultRowView, size: int, next_cursor: str | None) -> PayloadTooLarge:
+    """A result row no answer can carry (an embeddings request of thousands of inputs): said
+    in the error envelope, with the cursor past it and where the whole results file is read."""
+    url_path = f"/v1/batches/{batch_id}/artifact-url"
+    return PayloadTooLarge(
+        f"The result of item {row['customer_item_id']!r} is {size:,} bytes, more than one answer "
+        f"carries ({ROW_MAX_BYTES:,}): read it in the results file ({url_path}); next_cursor "
+        "goes on past it.",
+        code="result_too_large",
+        details={
+            "customer_item_id": row["customer_item_id"],
+            "sequence_number": row["sequence_number"],
+            "bytes": size,
+            "max_bytes": ROW_MAX_BYTES,
+            "next_cursor": next_cursor,
+            "artifact_url_path": url_path,
+        },
+    )
 
 
 def _cursor(value: str | None) -> int:
@@ -202,6 +222,8 @@ class BatchReads:
             if index >= start
         )
         data, next_cursor = fill_page(rows, limit=limit, size=row_bytes)
+        if len(data) == 1 and (size := row_bytes(data[0])) > ROW_MAX_BYTES:
+            raise _too_large(batch_id, data[0], size, next_cursor)
         return {"batch_id": batch_id, "body_format": body_format, "data": data, "next_cursor": next_cursor}
 
     def _results_offset(self, batch_id: str, start: int) -> tuple[int, int]:
