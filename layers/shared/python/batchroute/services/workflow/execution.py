@@ -170,6 +170,7 @@ class _Chunk:
     kept: list[tuple[int, BatchItem]]
     results: dict[int, ResultLine] = field(default_factory=dict)
     has_partial: bool = False  # a partial file exists: delete it once the chunk is done
+    resumed: bool = False  # an earlier invocation began it
 
     @property
     def size(self) -> int:
@@ -400,7 +401,8 @@ class LaneExecutor:
     ) -> _ChunkEnd:
         lane_key = lane.lane_key
         if chunk.size:
-            self.progress.start_chunk(batch_id, lane_key, chunk.position, items=chunk.size)
+            started = self.progress.start_chunk(batch_id, lane_key, chunk.position, items=chunk.size)
+            chunk.resumed = not started  # an earlier invocation began it (and may have died mid-submit)
         todo = chunk.todo()
         if todo and fail_with is not None:
             for seq, _ in todo:
@@ -543,6 +545,7 @@ class LaneExecutor:
             cache_prefixes=frozenset(lane.cache_prefixes),
             sync=self._sync_remainder(slug, invocation),
             key_scope=f"{batch_id}/{lane_key}/{chunk.number}",
+            resumed=chunk.resumed,
         )
 
     def _sync_remainder(self, slug: str, invocation: _Invocation) -> SyncRemainder:
