@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tomllib
@@ -256,14 +257,22 @@ def _mirror(source: Path, destination: Path) -> None:
         else:
             if target.is_dir() and not target.is_symlink():
                 _remove(target)
-            _write_if_changed(target, origin.read_bytes())
+            _write_if_changed(target, origin.read_bytes(), mode=stat.S_IMODE(origin.stat().st_mode))
 
 
-def _write_if_changed(path: Path, content: bytes) -> None:
-    if path.is_file() and not path.is_symlink() and path.read_bytes() == content:
+def _write_if_changed(path: Path, content: bytes, *, mode: int = 0o644) -> None:
+    """`content` at `path` with `mode` (a script stays executable: functions/api/stream.sh is
+    what the streaming function runs), written only when either differs."""
+    if (
+        path.is_file()
+        and not path.is_symlink()
+        and stat.S_IMODE(path.stat().st_mode) == mode
+        and path.read_bytes() == content
+    ):
         return
     staged = path.with_name(f".{path.name}.tmp")
     staged.write_bytes(content)
+    staged.chmod(mode)
     staged.replace(path)  # a reader sees the old file or the new one, never half of it
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -88,6 +90,18 @@ def test_a_second_build_reuses_the_installed_dependencies(lambda_assets: assets.
     # Then
     assert again.dependencies_installed is False
     assert again.function_dirs == lambda_assets.function_dirs
+
+
+def test_a_script_stays_executable_in_its_asset(lambda_assets: assets.BuildResult) -> None:
+    # The streaming function's exec wrapper runs functions/api/stream.sh (docs/chat.md)
+    shipped = lambda_assets.function_dirs["api"] / "functions" / "api" / "stream.sh"
+    source = assets.FUNCTIONS_SOURCE / "api" / "stream.sh"
+    assert os.access(source, os.X_OK)
+    assert stat.S_IMODE(shipped.stat().st_mode) == stat.S_IMODE(source.stat().st_mode)
+    # And a build that finds it without its mode (an older build's copy) restores it
+    shipped.chmod(0o644)
+    assets.build(quiet=True)
+    assert os.access(shipped, os.X_OK)
 
 
 def test_builds_at_once_wait_for_each_other_and_a_refresh_rewrites_nothing_unchanged(
