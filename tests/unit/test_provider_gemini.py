@@ -1172,3 +1172,29 @@ def test_stream_keeps_the_tools_parts_and_grounding() -> None:
     assert result.raw is not None
     assert result.raw["candidates"][0]["groundingMetadata"] == candidate["groundingMetadata"]
     assert result.raw["candidates"][0]["content"]["parts"] == [parts[-1], *parts[:-1]]
+
+
+@pytest.mark.parametrize(("status", "makes"), [(403, True), (503, False)])
+def test_a_refused_look_up_makes_the_batch_and_a_transient_one_is_tried_again(
+    status: int, makes: bool
+) -> None:
+    calls: list[str] = []
+
+    def route(sent: httpx.Request) -> httpx.Response:
+        calls.append(sent.method + " " + sent.url.path)
+        if sent.method == "GET":  # batches.list, refused (a key not allowed to list) or down
+            kind = "PERMISSION_DENIED" if status == 403 else "UNAVAILABLE"
+            return httpx.Response(status, json={"error": {"code": status, "message": "no", "status": kind}})
+        return httpx.Response(200, json={"name": "batches/made1", "metadata": {}})
+
+    batches = GeminiBatches("google", http(route))
+    batches.assume_tried("k1")  # a lost try: the submit looks first
+    if makes:
+        # Then a look-up the vendor refuses never fails the submit: the batch is made
+        assert batches.submit([request({"input": "x"})], key="k1") == "batches/made1"
+        assert calls[0].startswith("GET ") and calls[-1].startswith("POST ")
+    else:
+        # And one that failed for now is tried again with the submit, nothing made meanwhile
+        with pytest.raises(TransientProviderError):
+            batches.submit([request({"input": "x"})], key="k1")
+        assert all(c.startswith("GET ") for c in calls)

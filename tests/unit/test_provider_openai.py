@@ -422,3 +422,33 @@ def test_retry_after_forms() -> None:
     assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
     assert retry_after_seconds({"retry-after": "soon"}) is None
     assert retry_after_seconds({}) is None
+
+
+@pytest.mark.parametrize(("status", "makes"), [(403, True), (500, False)])
+def test_a_refused_look_up_makes_the_batch_and_a_transient_one_is_tried_again(
+    status: int, makes: bool
+) -> None:
+    calls: list[tuple[str, str]] = []
+
+    def vendor(call: httpx.Request) -> httpx.Response:
+        calls.append((call.method, call.url.path))
+        if call.method == "GET":  # the list of batches: refused (a restricted key) or down
+            kind = "invalid_request_error" if status == 403 else "server_error"
+            return httpx.Response(status, json={"error": {"message": "no", "type": kind}})
+        if call.url.path == "/v1/files":
+            return httpx.Response(200, json={"id": "file-1"})
+        return httpx.Response(200, json={"id": "batch_made"})
+
+    batch = OpenAIBatch(
+        "openai", VendorHttp("http://x/v1", vendor="openai", transport=httpx.MockTransport(vendor))
+    )
+    batch.assume_tried("k1")  # a lost try: the submit looks first
+    if makes:
+        # Then a look-up the vendor refuses never fails the submit: the batch is made
+        assert batch.submit([request({"input": "a"})], key="k1") == "batch_made"
+        assert calls[0] == ("GET", "/v1/batches") and calls[-1] == ("POST", "/v1/batches")
+    else:
+        # And one that failed for now is tried again with the submit, nothing made meanwhile
+        with pytest.raises(TransientProviderError):
+            batch.submit([request({"input": "a"})], key="k1")
+        assert all(method == "GET" for method, _ in calls)

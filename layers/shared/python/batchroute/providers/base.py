@@ -23,7 +23,7 @@ docs/providers.md is the long form.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
@@ -345,6 +345,19 @@ class SyncProvider(Protocol):
         StreamStart was yielded (by this call or by the first `next()`) happened before the
         first byte: a ProviderUnavailable there is eligible for failover."""
         ...
+
+
+def found_or_none(look_up: Callable[[], str | None]) -> str | None:
+    """A LooksUpLostJobs adapter's look-up for a lost try's job: what it found; None (make the
+    job) when the vendor refused the look-up itself (a key allowed to create batches but not
+    to list them), since a look-up must never fail a submit that creating would serve. A
+    transient error propagates: the submit is tried again, and looks again."""
+    try:
+        return look_up()
+    except TransientProviderError:
+        raise
+    except ProviderError:
+        return None
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import batchroute.providers.gemini.transform as transform
@@ -138,7 +139,8 @@ class GeminiBatches:
         if key:
             self._unanswered.add(key)
         try:
-            made = self._made_by(key, models.pop()) if key and retried else None
+            model = models.pop()
+            made = base.found_or_none(partial(self._made_by, key, model)) if key and retried else None
             name = made or self._create(listed, key)
         except base.TransientProviderError:
             raise  # tried again with the same key: the look-up finds what was made

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass, field
+from functools import partial
 from typing import Any
 
 import batchroute.providers.openai.transform as transform
@@ -158,7 +159,7 @@ class OpenAIBatch(_RoutedAdapter):
         created: list[str] = []
         try:
             for endpoint, listed in by_endpoint.items():
-                made = self._made_by(keyed, endpoint) if retried else None
+                made = base.found_or_none(partial(self._made_by, keyed, endpoint)) if retried else None
                 created.append(made or self._submit_part(endpoint, listed, keyed))
         except base.TransientProviderError:
             self._cancel_parts(created)
