@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, FilePayload, Page, ViewportSize, expect
+from playwright.sync_api import Browser, FilePayload, Page, Route, ViewportSize, expect
 
 from tests.e2e.local_stack import REPO, RunningStack
 from tests.e2e.test_console_browser import (  # noqa: F401 (`browser`: that module's fixture)
@@ -98,6 +98,17 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
     content = ("\n".join(json.dumps(row) for row in rows) + "\n").encode()
     assert len(content) > 4 * 1024 * 1024
     with signed_in_page(browser, local_stack, VIEWPORT, "large") as page:
+        # And storage that fails the first PUT it is sent (a dropped connection's 500)
+        puts: list[int] = []
+
+        def first_put_fails(route: Route) -> None:
+            puts.append(1)
+            if len(puts) == 1:
+                route.fulfill(status=500, body="InternalError")
+            else:
+                route.continue_()
+
+        page.route(re.compile(r".*/staging/.*"), first_put_fails)
         page.goto("/console/quotes")
         # When it is chosen / Then it is named with its size, not put in the box
         upload: FilePayload = {"name": "large.jsonl", "mimeType": "application/jsonl", "buffer": content}
@@ -115,6 +126,15 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
         file_id = note.locator("code").nth(1).inner_text()
         stored = page.request.get(f"/v1/files/{file_id}").json()["file"]
         assert (stored["bytes"], stored["status"], stored["item_count"]) == (len(content), "processed", 500)
+        assert len(puts) == 2  # the failed PUT was sent again
+        # And quoting it again (another routing mode) sends nothing again: the same file
+        first_quote = page.get_by_role("heading", name=re.compile("^Quote qlock_")).inner_text()
+        page.get_by_label("Routing mode").select_option("sla_aware")
+        page.get_by_role("button", name="Get a free quote").click()
+        heading = page.get_by_role("heading", name=re.compile("^Quote qlock_"))
+        expect(heading).not_to_have_text(first_quote)
+        expect(note).to_contain_text(f"was uploaded as {file_id}")
+        assert len(puts) == 2
 
 
 def test_a_bad_vendor_line_is_named_by_its_line_and_field(page: Page) -> None:

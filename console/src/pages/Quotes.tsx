@@ -68,6 +68,8 @@ export function Quotes() {
   // A chosen file too large for the box: uploaded as it is when quoted.
   const [large, setLarge] = useState<File | null>(null);
   const [sent, setSent] = useState<number | null>(null);
+  // The large file once uploaded: quoting it again (another routing mode) sends nothing again.
+  const [largeUploaded, setLargeUploaded] = useState<{ source: File; file: Schemas["FileOut"] } | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [createError, setCreateError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -99,6 +101,13 @@ export function Quotes() {
     return uploaded.file;
   }
 
+  async function uploadLarge(chosen: File): Promise<Schemas["FileOut"]> {
+    if (largeUploaded?.source === chosen) return largeUploaded.file;
+    const uploaded = await uploadSigned(chosen, await largeFilePurpose(chosen), setSent);
+    setLargeUploaded({ source: chosen, file: uploaded });
+    return uploaded;
+  }
+
   async function getQuote(event: FormEvent) {
     event.preventDefault();
     setNoItems(!large && text.trim() === "");
@@ -109,7 +118,7 @@ export function Quotes() {
     setError(null);
     setCreateError(null);
     try {
-      const uploaded = large ? await uploadSigned(large, await largeFilePurpose(large), setSent) : await pasted();
+      const uploaded = large ? await uploadLarge(large) : await pasted();
       setSent(null);
       setFile(uploaded);
       const body = { input_file_id: uploaded.id, routing_mode: routingMode, privacy_tier: privacyTier };
