@@ -161,7 +161,7 @@ def _lists(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     converted = {k: _lists(v) for k, v in node.items()}
-    if converted and all(k.isdigit() for k in converted):
+    if converted and all(k.isdecimal() for k in converted):
         return [converted[k] for k in sorted(converted, key=int)]
     return converted
 

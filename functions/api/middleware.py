@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batchroute.config import Settings
 from batchroute.domain.accounts.accounts import SESSION_COOKIE
-from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, nests_deeper_than
+from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, has_lone_surrogate, nests_deeper_than
 from batchroute.errors import Forbidden, InvalidRequest, PayloadTooLarge, ServiceError
 from batchroute.observability import invocation_keys, logger
 from functions.api.compat_envelope import COMPAT_PREFIX
@@ -150,6 +150,13 @@ class JsonBodyGuard:
                 f"The request body nests deeper than {MAX_JSON_DEPTH} levels.",
                 code="invalid_json",
                 details={"max_depth": MAX_JSON_DEPTH},
+            )
+            await self._refuse(path, refusal, scope, receive, send)
+            return
+        if has_lone_surrogate(body):
+            refusal = InvalidRequest(
+                "The request body escapes a lone UTF-16 surrogate (such as \\ud800), which is not text.",
+                code="invalid_json",
             )
             await self._refuse(path, refusal, scope, receive, send)
             return

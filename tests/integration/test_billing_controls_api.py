@@ -19,6 +19,7 @@ from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
 from functions.api.deps import get_clock
+from tests.integration.dynamo_cuts import QueriesCutShort
 from tests.integration.principals import TestOrg, new_org
 
 START = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
@@ -331,3 +332,17 @@ def _entry(org_id: str, i: int) -> AuditEntry:
         ip_address=None,
         created_at=at.isoformat(),
     )
+
+
+def test_the_audit_reads_on_past_a_query_dynamodb_cut_short(
+    client: TestClient, org: TestOrg, clock: FixedClock
+) -> None:
+    # Given four saves, and queries DynamoDB stops after two items (its 1 MB read, large entries)
+    for amount in (100, 200, 300, 400):
+        put(client, org, {**LIMIT_BODY, "limit_amount": amount})
+        clock.advance(minutes=1)
+    store = ControlsStore(get_settings().table_name("controls"))
+    cut = ControlsStore(store.table_name, dynamodb=QueriesCutShort(store.dynamodb))
+    # When three are asked for / Then three come back, newest first, read on past the cut
+    amounts = [e.after.get("limit_amount") for e in cut.audit_entries(org.org_id, limit=3)]
+    assert amounts == [{"currency": "usd", "amount": f"{n}.00"} for n in (400, 300, 200)]

@@ -114,6 +114,27 @@ def test_every_route_refuses_nesting_too_deep(client: TestClient, org: TestOrg, 
     assert wrong == {}
 
 
+def test_every_route_refuses_a_lone_surrogate_and_takes_a_pair(client: TestClient, org: TestOrg) -> None:
+    # A lone UTF-16 surrogate escape is no text: no UTF-8 writer (DynamoDB, S3, a vendor) can
+    # send it, so every route refuses it before it reads a field (it was a 500 on the way out)
+    lone = '{"model": "x", "messages": [{"role": "user", "content": "a \\ud800 b"}]}'
+    wrong: dict[str, str] = {}
+    for method, path in _body_routes():
+        response = client.request(method, path, content=lone, headers=_headers(org))
+        error = response.json().get("error", {}) if response.status_code == 400 else {}
+        if error.get("code") != "invalid_json":
+            wrong[f"{method} {path}"] = f"{response.status_code} {response.text[:200]}"
+    assert wrong == {}
+    # And a pair (one character beyond the BMP), or an escaped backslash before "ud800", is text
+    for text in ("a \\ud83d\\ude00 b", "a \\\\ud800 b"):
+        body = (
+            '{"model": "meta-llama/Llama-3.3-70B-Instruct", "messages": [{"role": "user", "content": "'
+            + text
+            + '"}]}'
+        )
+        assert client.post("/v1/chat/completions", content=body, headers=org.key_headers()).status_code == 200
+
+
 def test_nesting_within_the_limit_reaches_the_route(client: TestClient, org: TestOrg) -> None:
     # Brackets inside strings never count; real nesting up to the limit is the route's to judge
     content = [{"type": "text", "text": "[[[[" * 100}]

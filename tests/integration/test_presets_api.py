@@ -213,6 +213,8 @@ def test_a_page_of_large_presets_stops_under_lambdas_answer_cap(client: TestClie
         if cursor is None:
             break
     assert versions == list(range(22, 0, -1)) and pages > 1
+    refused = client.get(f"{PATH}/big-00/versions", params={"cursor": "²"}, headers=org.key_headers())
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_cursor"
 
 
 # -- versions --------------------------------------------------------------------------------

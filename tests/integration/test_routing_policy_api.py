@@ -14,6 +14,7 @@ from batchroute.config import get_settings
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
+from tests.integration.dynamo_cuts import QueriesCutShort
 from tests.integration.principals import TestOrg, new_org
 
 PATH = "/v1/routing/policy"
@@ -233,17 +234,6 @@ def test_one_org_never_sees_or_changes_another_orgs_policy(client: TestClient, o
     assert bad_cursor.status_code == 400 and bad_cursor.json()["error"]["details"]["field"] == "cursor"
 
 
-class _CutAtTwoItems:
-    """A DynamoDB client whose queries stop after two items, as a query stops at 1 MB read
-    when the entries are large: fewer items than asked for, and a LastEvaluatedKey."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    def query(self, **request: Any) -> Any:
-        return self.client.query(**{**request, "Limit": min(request["Limit"], 2)})
-
-
 def test_a_history_query_cut_short_by_dynamodb_still_says_more_remain(
     client: TestClient, org: TestOrg
 ) -> None:
@@ -252,7 +242,7 @@ def test_a_history_query_cut_short_by_dynamodb_still_says_more_remain(
     for mode in ("hybrid", "cheapest", "hybrid", "cheapest"):
         assert put(client, admin, {"routing_mode": mode}).status_code == 200
     store = RoutePolicyStore(get_settings().table_name("controls"))
-    cut = RoutePolicyStore(store.table_name, dynamodb=_CutAtTwoItems(store.dynamodb))
+    cut = RoutePolicyStore(store.table_name, dynamodb=QueriesCutShort(store.dynamodb))
     # When a page of 50 is read and DynamoDB stops after two items
     page, more = cut.history(org.org_id, limit=50)
     # Then the two come back with "more", so the listing reads on rather than ending there

@@ -64,7 +64,7 @@ async def upload_file(
 ) -> Any:
     limit = service.limits.max_direct_upload_bytes
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isdecimal() and int(declared) > limit:
         raise too_large(limit)
     if media_type(request.headers.get("content-type")) == "multipart/form-data":
         record = await _upload_form(request, service, principal.org_id, purpose)

@@ -72,7 +72,7 @@ async def upload_file(request: Request, principal: Creator, files: CompatFilesDe
         text_fields=EXPIRATION_FIELDS,
     )
     try:
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isdecimal() and int(declared) > limit:
             raise UploadTooLarge(
                 f"A request may carry at most {limit} bytes; upload larger files with the Uploads API "
                 "(POST /v1/compat/v1/uploads, or client.uploads.upload_file_chunked).",
@@ -233,7 +233,7 @@ def _expires_after(fields: dict[str, str]) -> object:
     for name in ("anchor", "seconds"):
         value = fields.get(f"expires_after[{name}]")
         if value is not None:
-            policy[name] = int(value) if name == "seconds" and value.isdigit() else value
+            policy[name] = int(value) if name == "seconds" and value.isdecimal() else value
     return policy or None
 
 

@@ -60,7 +60,7 @@ class Runtime:
         if self.is_terminal():
             return None
         columns = self.env.get("COLUMNS", "")
-        return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+        return int(columns) if columns.isdecimal() and int(columns) > 0 else PIPED_WIDTH
 
     def show_bars(self, json_mode: bool) -> bool:
         if json_mode:

@@ -121,7 +121,7 @@ class _Answer:
     def read_all(self, cap: int) -> bytes:
         """The whole body, refused past `cap` bytes (read: at most cap + one chunk)."""
         length = self._response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > cap:
+        if length.isdecimal() and int(length) > cap:
             self.close()
             raise _too_large(cap)
         while chunk := self._next_chunk():

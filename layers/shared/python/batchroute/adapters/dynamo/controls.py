@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, org_pk, plain, to_item, to_value
-from batchroute.adapters.dynamo.reads import prefix_query
+from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.accounts.audit import AuditEntry
@@ -56,13 +56,18 @@ class ControlsStore(DynamoStore):
     def audit_entries(
         self, org_id: str, *, limit: int, after: str | None = None
     ) -> list[AuditEntry[ControlsSettingsView]]:
-        """Entries newest first (their ids sort by time), older than the entry id `after`."""
+        """Up to `limit` entries newest first (their ids sort by time), older than the entry id
+        `after`: read on past a query DynamoDB cut at its 1 MB read."""
         start = None if after is None else AUDIT_PREFIX + suffix_of(after)
         request = prefix_query(
             self.table_name, org_pk(org_id), AUDIT_PREFIX, start_sk=start, ScanIndexForward=False, Limit=limit
         )
-        response = self.dynamodb.query(**request)
-        return [_audit_from_item(from_item(i)) for i in response.get("Items", [])]
+        found: list[AuditEntry[ControlsSettingsView]] = []
+        for response in pages(self.dynamodb.query, request):
+            found.extend(_audit_from_item(from_item(i)) for i in response.get("Items", []))
+            if len(found) >= limit:
+                break
+        return found[:limit]
 
     # -- retention -----------------------------------------------------------------------
     def retention(self, org_id: str) -> RetentionSettings | None:

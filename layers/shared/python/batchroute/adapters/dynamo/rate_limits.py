@@ -164,7 +164,7 @@ class RateCounterStore(DynamoStore):
         stale = set()
         for name in item:
             counter, at, window = name.rpartition("@")
-            if at and counter and window.lstrip("-").isdigit() and int(window) < index - 1:
+            if at and counter and window.lstrip("-").isdecimal() and int(window) < index - 1:
                 stale.add(name)
         if not stale:
             return

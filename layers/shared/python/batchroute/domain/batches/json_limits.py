@@ -33,3 +33,19 @@ def nests_deeper_than(raw: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
         else:
             depth = max(depth - 1, 0)
     return False
+
+
+# A \u escape of a UTF-16 surrogate; a high one followed at once by a low one is a pair (one
+# character beyond the BMP), any other is a lone surrogate: no text, and no codec encodes it.
+_SURROGATE: Final = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_PAIR: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def has_lone_surrogate(raw: bytes) -> bool:
+    """Whether a JSON document escapes a lone UTF-16 surrogate (`"\ud800"`): parsers take it
+    as a string no UTF-8 writer (DynamoDB, S3, a vendor) can send. Escaped backslashes are
+    set aside first, so `"\\ud800"` (a backslash, then text) is not one."""
+    if b"\\u" not in raw:
+        return False
+    escapes = raw.replace(b"\\\\", b"__")
+    return _SURROGATE.search(_PAIR.sub(b"", escapes)) is not None

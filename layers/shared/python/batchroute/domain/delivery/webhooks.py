@@ -221,7 +221,7 @@ def parse_retry_after(value: str | None, *, now: datetime) -> int | None:
     value = value.strip()
     if not value:
         return None
-    if value.isdigit():
+    if value.isdecimal():
         return int(value)
     try:
         moment = parsedate_to_datetime(value)

@@ -203,7 +203,7 @@ def _at_path(answer: str, path: str) -> tuple[bool, Any]:
     for part in path.split("."):
         if isinstance(value, Mapping) and part in value:
             value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+        elif isinstance(value, list) and part.isdecimal() and int(part) < len(value):
             value = value[int(part)]
         else:
             return False, None
@@ -225,7 +225,8 @@ def parse_golden_set(raw: object, *, field: str = "golden_set") -> GoldenSet | N
         raise _invalid(f"{field}.model", "golden_set.model must be an exact catalog model id.")
     scorer = _scorer(raw.get("scorer"), f"{field}.scorer")
     items = _items(raw.get("items"), scorer, f"{field}.items")
-    size = len(json.dumps([[i.input, i.expected] for i in items], ensure_ascii=False).encode())
+    pairs = [[i.input, i.expected] for i in items]
+    size = len(json.dumps(pairs, ensure_ascii=False, separators=(",", ":")).encode())
     if size > MAX_GOLDEN_ITEMS_BYTES:
         raise _invalid(
             f"{field}.items",

@@ -1090,7 +1090,7 @@ def record_error(error: Mapping[str, Any]) -> base.ItemError:
     an AWS error code."""
     code = error.get("errorCode")
     message = str(error.get("errorMessage") or "the record failed")[:_MESSAGE_CHARS]
-    status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else 0
+    status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdecimal()) else 0
     if status:
         if status == 429:
             return base.ItemError("rate_limited", message, transient=True)

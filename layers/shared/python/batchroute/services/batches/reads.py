@@ -117,7 +117,7 @@ def _too_large(batch_id: str, row: ResultRowView, size: int, next_cursor: str | 
 def _cursor(value: str | None) -> int:
     if value is None or value == "":
         return 0
-    if not value.isdigit():
+    if not value.isdecimal():
         raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
     return int(value)
 

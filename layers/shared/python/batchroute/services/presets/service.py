@@ -164,7 +164,7 @@ class Presets:
         self.get(principal, name)
         before: int | None = None
         if cursor is not None:
-            if not cursor.isdigit() or int(cursor) < 1:
+            if not cursor.isdecimal() or int(cursor) < 1:
                 raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
             before = int(cursor)
         page, more = self.store.versions(principal.org_id, name, before=before, limit=limit)

@@ -182,7 +182,7 @@ class RoutePolicyService:
 def _expected_version(if_match: str | None, version: int | None) -> int | None:
     if if_match is not None:
         text = if_match.strip().removeprefix("W/").strip('"')
-        if not text.isdigit():
+        if not text.isdecimal():
             raise InvalidRequest(
                 'If-Match must be the policy\'s version, e.g. "3".', details={"field": "If-Match"}
             )

@@ -127,7 +127,7 @@ class Schedules:
         """A page of the versions, newest first, within `limit` and PAGE_MAX_BYTES; the
         cursor (the last version's number) of the older ones."""
         schedule = self.get(principal, schedule_id)
-        if cursor is not None and not (cursor.isdigit() and int(cursor) >= 1):
+        if cursor is not None and not (cursor.isdecimal() and int(cursor) >= 1):
             raise InvalidRequest("cursor is not a cursor of this list.", details={"field": "cursor"})
         before = int(cursor) if cursor is not None else None
         found, more = self.store.versions(schedule.schedule_id, limit=limit, before=before)

@@ -131,7 +131,7 @@ def seq_of(custom_id: str) -> int | None:
     if not custom_id.startswith(_CUSTOM_ID_PREFIX):
         return None
     digits = custom_id[len(_CUSTOM_ID_PREFIX) :]
-    return int(digits) if digits.isdigit() else None
+    return int(digits) if digits.isdecimal() else None
 
 
 def build_request(
