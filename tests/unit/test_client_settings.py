@@ -465,6 +465,12 @@ def test_delivery_target_errors_are_typed_and_a_delete_whose_answer_was_lost_is_
     client, recorder = client_for(httpx.ReadError("reset"), error(404, "delivery_target_not_found"))
     assert client.delivery_targets.delete("dt_1") == DeliveryTargetDeleted(id="dt_1", deleted=True)
     assert [sent(r)[:2] for r in recorder.requests] == [("DELETE", "/v1/delivery-targets/dt_1")] * 2
+    # But after attempts that did nothing (a 429, a connection never made) a 404 is a 404
+    for did_nothing in (error(429, "rate_limited"), httpx.ConnectError("refused")):
+        client, recorder = client_for(did_nothing, error(404, "delivery_target_not_found"))
+        with pytest.raises(NotFoundError):
+            client.delivery_targets.delete("dt_9")
+        assert len(recorder.requests) == 2
 
 
 # -- billing -------------------------------------------------------------------------------

@@ -67,6 +67,8 @@ UNSAFE_METHODS = frozenset({"POST", "PATCH"})
 # A request httpx or h11 refuses to send as built: retrying cannot help, and the text of a
 # LocalProtocolError quotes the refused header, which may be the Authorization header.
 UNSENDABLE = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL)
+# Failures before the request reached the service: nothing it could have done.
+NEVER_REACHED = (httpx.ConnectError, httpx.ConnectTimeout)
 
 
 def new_idempotency_key() -> str:
@@ -424,11 +426,14 @@ class Operations:
     # -- the exchange, with the spec's retries --------------------------------------------
 
     def exchange(
-        self, call: Call, *, repeatable: bool = True, on_retry: Callable[[], None] | None = None
+        self, call: Call, *, repeatable: bool = True, on_retry: Callable[[bool], None] | None = None
     ) -> Plan[httpx.Response]:
         """One exchange with the spec's retries: the successful response, or the typed error.
         A request that is not `repeatable` (it may have acted) is retried only on 429; one that
-        cannot be sent (`UNSENDABLE`) never. `on_retry` is told before each retry."""
+        cannot be sent (`UNSENDABLE`) never. `on_retry(may_have_acted)` is told before each
+        retry whether the attempt that failed may have reached the service and acted: a 5xx or
+        a connection lost after it was made; not a 429 (answered before any work) nor a
+        connection never made."""
         attempt = 0
         while True:
             attempt += 1
@@ -441,14 +446,16 @@ class Operations:
                 if wait is None:
                     label = f"{call.method} {httpx.URL(call.url).path}"
                     raise APIConnectionError(f"{label}: {type(exc).__name__}: {exc}") from exc
+                may_have_acted = not isinstance(exc, NEVER_REACHED)
             else:
                 if response.status_code < 400:
                     return response
                 wait = self._client.retry_wait(attempt, response, repeatable)
                 if wait is None:
                     raise self._client.error_of(response, call)
+                may_have_acted = response.status_code >= 500
             if on_retry is not None:
-                on_retry()
+                on_retry(may_have_acted)
             yield Sleep(wait)
 
     def send(
@@ -552,15 +559,16 @@ class Operations:
         *,
         json: Any = None,
     ) -> Plan[T | None]:
-        """`_fetch`, except that an error answering a retry (the first answer lost to a network
-        error or a 5xx) that `done_by_lost` reads as "already done" gives None: the attempt
-        whose answer was lost did the work. The same error to the first attempt raises."""
+        """`_fetch`, except that an error answering a retry after an attempt that may have
+        acted (its answer lost to a dropped connection or a 5xx) that `done_by_lost` reads as
+        "already done" gives None: that attempt did the work. The same error after only
+        attempts that did nothing (a 429, a connection never made) raises."""
         call = self._api_call(method, path, None, json, None)
         retried: list[bool] = []
         try:
-            response = yield from self.exchange(call, on_retry=lambda: retried.append(True))
+            response = yield from self.exchange(call, on_retry=retried.append)
         except APIError as exc:
-            if not retried or not done_by_lost(exc):
+            if not any(retried) or not done_by_lost(exc):
                 raise
             return None
         return read_model(call, response, build)
