@@ -194,3 +194,41 @@ def test_a_file_button_signs_its_url_again_when_pressed(page: Page) -> None:
     expect(page.get_by_text("the result file")).to_be_visible()
     assert len(fresh) == 1 and fresh[0], fresh
     assert opened == fresh
+
+
+def test_a_result_too_large_for_a_page_downloads_the_results_file_instead(page: Page) -> None:
+    # Given a settled batch whose results page answers 413 result_too_large (a row over 6 MB,
+    # which no Lambda answer carries: docs/batches.md)
+    batch_id = _create_batch(page, 2)
+    page.goto(f"/console/batches/{batch_id}")
+    expect(page.get_by_test_id("batch-state")).to_have_text("completed", timeout=BATCH_TIMEOUT_MS)
+    too_large = {
+        "error": {
+            "code": "result_too_large",
+            "message": "The result of item 'item-1' is 7,000,000 bytes, more than one answer carries.",
+            "details": {"sequence_number": 1, "next_cursor": None},
+        }
+    }
+    page.route(
+        re.compile(rf"/v1/batches/{batch_id}/results"),
+        lambda route: route.fulfill(status=413, content_type="application/json", body=json.dumps(too_large)),
+    )
+    signed: list[str] = []
+
+    def sign(route: Route) -> None:
+        answer = route.fetch()
+        signed.append(answer.json()["url"])
+        route.fulfill(response=answer)
+
+    opened: list[str] = []
+
+    def the_file(route: Route, request: Request) -> None:
+        opened.append(request.url)
+        route.fulfill(status=200, content_type="text/plain", body="the whole results file")
+
+    page.route(re.compile(rf"/v1/batches/{batch_id}/artifact-url"), sign)
+    page.route(re.compile(r"X-Amz-Signature="), the_file)
+    # When "Download results" is pressed / Then the whole results file is opened, signed anew
+    page.get_by_role("button", name="Download results (JSONL)").click()
+    expect(page.get_by_text("the whole results file")).to_be_visible()
+    assert len(signed) == 1 and opened == signed

@@ -100,6 +100,21 @@ function BatchPage({ batchId }: { batchId: string }) {
       link.click();
       URL.revokeObjectURL(url);
     } catch (caught) {
+      if (caught instanceof ApiError && caught.code === "result_too_large") {
+        // A result no page can carry (over 6 MB): the whole results file holds it, signed anew.
+        await openResultsFile();
+        return;
+      }
+      setError(caught);
+    }
+  }
+  async function openResultsFile() {
+    try {
+      const signed = await call(
+        api.GET("/v1/batches/{batch_id}/artifact-url", { params: { path: { batch_id: batchId } } }),
+      );
+      window.location.assign(signed.url);
+    } catch (caught) {
       setError(caught);
     }
   }
