@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect
@@ -165,6 +166,31 @@ def test_load_more_changes_reads_older_audit_entries(page: Page) -> None:
     expect(log.get_by_text("Limit: none → 100.00 USD")).to_be_visible()
 
 
+def _signed_urls(page: Page, path: str, url_of: Callable[[Any], str]) -> list[str]:
+    """The URLs the API signs on the reads of `path` (a regular expression), as they pass."""
+    signed: list[str] = []
+
+    def note(route: Route) -> None:
+        answer = route.fetch()
+        signed.append(url_of(answer.json()))
+        route.fulfill(response=answer)
+
+    page.route(re.compile(path), note)
+    return signed
+
+
+def _served_files(page: Page, body: str) -> list[str]:
+    """The signed URLs the page opens, each answered with `body` (no real file behind it)."""
+    opened: list[str] = []
+
+    def serve(route: Route, request: Request) -> None:
+        opened.append(request.url)
+        route.fulfill(status=200, content_type="text/plain", body=body)
+
+    page.route(re.compile(r"X-Amz-Signature="), serve)
+    return opened
+
+
 def test_a_file_button_signs_its_url_again_when_pressed(page: Page) -> None:
     # Given a settled batch's page: no longer polled, its files' URLs signed when it was read
     batch_id = _create_batch(page, 2)
@@ -173,21 +199,8 @@ def test_a_file_button_signs_its_url_again_when_pressed(page: Page) -> None:
     expect(page.get_by_role("heading", name="Routing receipt")).to_be_visible(timeout=30_000)
 
     # When "Result file" is pressed / Then the batch is read again and its fresh URL opened
-    fresh: list[str] = []
-
-    def read_again(route: Route) -> None:
-        answer = route.fetch()
-        fresh.append(answer.json()["batch"]["output_url"])
-        route.fulfill(response=answer)
-
-    opened: list[str] = []
-
-    def the_file(route: Route, request: Request) -> None:
-        opened.append(request.url)
-        route.fulfill(status=200, content_type="text/plain", body="the result file")
-
-    page.route(re.compile(rf"/v1/batches/{batch_id}$"), read_again)
-    page.route(re.compile(r"X-Amz-Signature="), the_file)
+    fresh = _signed_urls(page, rf"/v1/batches/{batch_id}$", lambda body: body["batch"]["output_url"])
+    opened = _served_files(page, "the result file")
     button = page.get_by_role("button", name="Result file")
     button.focus()
     page.keyboard.press("Enter")
@@ -213,21 +226,8 @@ def test_a_result_too_large_for_a_page_downloads_the_results_file_instead(page: 
         re.compile(rf"/v1/batches/{batch_id}/results"),
         lambda route: route.fulfill(status=413, content_type="application/json", body=json.dumps(too_large)),
     )
-    signed: list[str] = []
-
-    def sign(route: Route) -> None:
-        answer = route.fetch()
-        signed.append(answer.json()["url"])
-        route.fulfill(response=answer)
-
-    opened: list[str] = []
-
-    def the_file(route: Route, request: Request) -> None:
-        opened.append(request.url)
-        route.fulfill(status=200, content_type="text/plain", body="the whole results file")
-
-    page.route(re.compile(rf"/v1/batches/{batch_id}/artifact-url"), sign)
-    page.route(re.compile(r"X-Amz-Signature="), the_file)
+    signed = _signed_urls(page, rf"/v1/batches/{batch_id}/artifact-url", lambda body: body["url"])
+    opened = _served_files(page, "the whole results file")
     # When "Download results" is pressed / Then the whole results file is opened, signed anew
     page.get_by_role("button", name="Download results (JSONL)").click()
     expect(page.get_by_text("the whole results file")).to_be_visible()
