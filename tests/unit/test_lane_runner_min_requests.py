@@ -173,31 +173,6 @@ def test_a_submission_s_key_is_its_place_its_try_and_its_items() -> None:
     }
 
 
-class LooksUp(FakeVendor):
-    """A vendor adapter that can look for a job by its key (LooksUpLostJobs)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.assumed: list[str] = []
-
-    def assume_tried(self, key: str) -> None:
-        self.assumed.append(key)
-
-
-def test_a_resumed_chunk_has_an_adapter_that_can_look_up_look_before_it_submits() -> None:
-    scope = "batch_1/lane-a/0"
-    key = submission_key(scope, ["seq-0", "seq-1", "seq-2"], attempt=1, lost=0)
-    # Given a chunk an earlier invocation began (and may have died in mid-submit)
-    resumed = LooksUp()
-    assert run(Lane20(count=3), resumed, None, key_scope=scope, resumed=True).finished
-    # Then the adapter is told the submission's key was tried, before it submits it
-    assert resumed.assumed == [key] and resumed.keys == [key]
-    # And a chunk begun here (the usual case) looks for nothing
-    fresh = LooksUp()
-    assert run(Lane20(count=3), fresh, None, key_scope=scope).finished
-    assert fresh.assumed == [] and fresh.keys == [key]
-
-
 def test_a_transient_submit_error_is_not_a_second_job_at_an_idempotent_vendor() -> None:
     # Given a vendor that made the job but whose answer was lost (a read time-out)
     class LostAnswer(FakeVendor):

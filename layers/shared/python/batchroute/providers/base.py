@@ -361,18 +361,6 @@ def found_or_none(look_up: Callable[[], str | None]) -> str | None:
 
 
 @runtime_checkable
-class LooksUpLostJobs(Protocol):
-    """A batch adapter whose vendor has no idempotency token but keeps our key on the job,
-    so a submission tried before can be looked for instead of made again (OpenAI, Gemini)."""
-
-    def assume_tried(self, key: str) -> None:
-        """Treat `key` as tried before without an answer: its next submit first looks for
-        the job that try made. The lane runner says so when an earlier invocation began the
-        chunk and may have died between the vendor making the job and storing it."""
-        ...
-
-
-@runtime_checkable
 class BatchApiProvider(Protocol):
     slug: str
 

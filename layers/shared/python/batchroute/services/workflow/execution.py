@@ -170,7 +170,6 @@ class _Chunk:
     kept: list[tuple[int, BatchItem]]
     results: dict[int, ResultLine] = field(default_factory=dict)
     has_partial: bool = False  # a partial file exists: delete it once the chunk is done
-    resumed: bool = False  # an earlier invocation began it
 
     @property
     def size(self) -> int:
@@ -401,8 +400,7 @@ class LaneExecutor:
     ) -> _ChunkEnd:
         lane_key = lane.lane_key
         if chunk.size:
-            started = self.progress.start_chunk(batch_id, lane_key, chunk.position, items=chunk.size)
-            chunk.resumed = not started  # an earlier invocation began it (and may have died mid-submit)
+            self.progress.start_chunk(batch_id, lane_key, chunk.position, items=chunk.size)
         todo = chunk.todo()
         if todo and fail_with is not None:
             for seq, _ in todo:
@@ -545,7 +543,6 @@ class LaneExecutor:
             cache_prefixes=frozenset(lane.cache_prefixes),
             sync=self._sync_remainder(slug, invocation),
             key_scope=f"{batch_id}/{lane_key}/{chunk.number}",
-            resumed=chunk.resumed,
         )
 
     def _sync_remainder(self, slug: str, invocation: _Invocation) -> SyncRemainder:

@@ -56,7 +56,6 @@ from batchroute.providers.base import (
     BatchApiProvider,
     ItemError,
     JobStatus,
-    LooksUpLostJobs,
     PermanentProviderError,
     ProviderRequest,
     ProviderResult,
@@ -508,7 +507,6 @@ def run_lane_batch_job(
     cache_prefixes: Collection[str] = (),
     sync: SyncRemainder | None = None,
     key_scope: str | None = None,
-    resumed: bool = False,
 ) -> LaneOutcome:
     """Runs a batch-API lane: submits its items as one job (or resumes `job`), polls until
     it is done, reports results, resubmits transient failures, and returns. Items more than
@@ -527,22 +525,9 @@ def run_lane_batch_job(
     set and the job as `pending_job` (the caller hands the items over and cancels it).
     `key_scope` names where the jobs belong (the batch, lane and chunk): each submission's
     key is then derived from it (`submission_key`), the same in an invocation that runs
-    again after one died between the vendor making the job and `on_job` storing it; and
-    `resumed` (an earlier invocation began this chunk) has an adapter that can look for a
-    job by its key (`LooksUpLostJobs`) look before it makes one."""
+    again after one died between the vendor making the job and `on_job` storing it."""
     run = _BatchLaneRun(
-        load_items,
-        lane,
-        provider,
-        retry,
-        on_result,
-        on_job,
-        clock,
-        limits,
-        cache_prefixes,
-        sync,
-        key_scope,
-        resumed,
+        load_items, lane, provider, retry, on_result, on_job, clock, limits, cache_prefixes, sync, key_scope
     )
     polling = _Polling(poll_interval_seconds, sleeper, should_stop, rescue_due)
     outcome = run.outcome
@@ -622,7 +607,6 @@ class _BatchLaneRun:
     cache_prefixes: Collection[str] = ()
     sync: SyncRemainder | None = None
     key_scope: str | None = None
-    resumed: bool = False
     outcome: LaneOutcome = field(default_factory=LaneOutcome)
     reported: set[int] = field(default_factory=set)
     # Too few for a job and nothing to answer them synchronously: they fail over at the end.
@@ -746,10 +730,7 @@ class _BatchLaneRun:
         """The job's id at the vendor, once it accepted the job. One key names the job for
         every try: a submit whose answer was lost (a time-out after the vendor made the job)
         is tried again with it, so an adapter with an idempotency token gets the first job
-        back rather than a second, billed one (BatchApiProvider.submit). In a resumed chunk
-        an adapter that can look for the job by its key does so first (`LooksUpLostJobs`)."""
-        if self.resumed and self.key_scope is not None and isinstance(self.provider, LooksUpLostJobs):
-            self.provider.assume_tried(key)
+        back rather than a second, billed one (BatchApiProvider.submit)."""
         tries = 1
         while True:
             try:
