@@ -105,9 +105,7 @@ class Items:
         self.results[seq] = (result, attempts)
 
 
-def run(
-    stack: Stack, items: Items, batch: BedrockBatch, *, converse: bool = True, key_scope: str | None = None
-) -> LaneOutcome:
+def run(stack: Stack, items: Items, batch: BedrockBatch, *, converse: bool = True) -> LaneOutcome:
     sync = SyncRemainder(BedrockConverse("bedrock", stack.clients), concurrency=4) if converse else None
     return run_lane_batch_job(
         items.load,
@@ -118,7 +116,6 @@ def run(
         poll_interval_seconds=1,
         sleeper=stack.clock.sleep,
         sync=sync,
-        key_scope=key_scope,
     )
 
 
@@ -183,39 +180,5 @@ def test_a_lost_create_answer_is_retried_with_the_same_token_and_makes_one_job(s
     inputs = {c["inputDataConfig"]["s3InputDataConfig"]["s3Uri"] for c in calls}
     assert len(calls) == 2 and len(tokens) == len(names) == len(inputs) == 1
     assert tokens == names and len(next(iter(names))) <= 63
-    assert len(stack.emulator._jobs) == 1
-    assert outcome.finished and sorted(items.results) == list(range(5))
-
-
-class FunctionDied(BaseException):
-    """The Lambda ended (its time out, an out-of-memory kill) with the job made but not stored."""
-
-
-def test_an_invocation_that_died_after_bedrock_made_the_job_is_followed_by_no_second_job(
-    stack: Stack,
-) -> None:
-    control = stack.clients.control()
-    real_create: Callable[..., Any] = control.create_model_invocation_job
-    tokens: list[str] = []
-
-    def create_then_die(**kwargs: Any) -> Any:
-        tokens.append(kwargs["clientRequestToken"])
-        answer = real_create(**kwargs)  # Bedrock makes the job ...
-        if len(tokens) == 1:  # ... and the function dies before storing it
-            raise FunctionDied
-        return answer
-
-    control.create_model_invocation_job = create_then_die
-    batch = BedrockBatch("bedrock", stack.clients, BatchSettings(bucket=BUCKET, role_arn=ROLE, min_records=1))
-    items = Items(5)
-    try:
-        with pytest.raises(FunctionDied):
-            run(stack, items, batch, key_scope="batch_1/lane-a/0")
-        # When the step runs again (no job on the lane record), in a new invocation
-        outcome = run(stack, items, batch, key_scope="batch_1/lane-a/0")
-    finally:
-        del control.create_model_invocation_job
-    # Then it names the same submission, and Bedrock answers the job it already made
-    assert len(tokens) == 2 and len(set(tokens)) == 1
     assert len(stack.emulator._jobs) == 1
     assert outcome.finished and sorted(items.results) == list(range(5))

@@ -17,7 +17,7 @@ from batchroute.domain.routing.lane_plan import SubmittedJob
 from batchroute.providers.base import ItemError, ProviderRequest, ProviderResult, TransientProviderError
 from batchroute.providers.registry import ProviderNotConfigured
 from batchroute.services.workflow.execution import LaneExecutor, LaneLimits, _Invocation
-from batchroute.services.workflow.runner import LaneOutcome, SyncRemainder, run_lane_batch_job, submission_key
+from batchroute.services.workflow.runner import LaneOutcome, SyncRemainder, run_lane_batch_job
 from batchroute.services.workflow.time_budget import TimeBudget
 from tests.unit.test_lane_runner import Scripted, ok
 from tests.unit.test_lane_runner_batch import LANE, FakeVendor, Lane20, policy
@@ -149,28 +149,6 @@ def test_every_try_of_one_job_s_submit_sends_the_same_key() -> None:
     other = FakeVendor()
     run(Lane20(count=3), other, None)
     assert other.keys[0] not in vendor.keys
-
-
-def test_a_submission_s_key_is_its_place_its_try_and_its_items() -> None:
-    key = submission_key("batch_1/lane-a/0", ["seq-0", "seq-1"], attempt=1, lost=0)
-    # the same submission made again (a new invocation after one died): the same key
-    assert submission_key("batch_1/lane-a/0", ["seq-0", "seq-1"], attempt=1, lost=0) == key
-    # any submission the runner means as another: another key
-    others = {
-        submission_key("batch_2/lane-a/0", ["seq-0", "seq-1"], attempt=1, lost=0),
-        submission_key("batch_1/lane-b/0", ["seq-0", "seq-1"], attempt=1, lost=0),
-        submission_key("batch_1/lane-a/1", ["seq-0", "seq-1"], attempt=1, lost=0),
-        submission_key("batch_1/lane-a/0", ["seq-0"], attempt=1, lost=0),
-        submission_key("batch_1/lane-a/0", ["seq-0", "seq-1"], attempt=2, lost=0),
-        submission_key("batch_1/lane-a/0", ["seq-0", "seq-1"], attempt=1, lost=1),
-    }
-    assert key not in others and len(others) == 6 and len(key) == 32
-    # and a run with its scope sends it on every try
-    lane, vendor = Lane20(count=3), FakeVendor(submit_failures=1)
-    assert run(lane, vendor, None, key_scope="batch_1/lane-a/0").finished
-    assert set(vendor.keys) == {
-        submission_key("batch_1/lane-a/0", ["seq-0", "seq-1", "seq-2"], attempt=1, lost=0)
-    }
 
 
 def test_a_transient_submit_error_is_not_a_second_job_at_an_idempotent_vendor() -> None:

@@ -1179,16 +1179,22 @@ def test_a_refused_look_up_makes_the_batch_and_a_transient_one_is_tried_again(
     status: int, makes: bool
 ) -> None:
     calls: list[str] = []
+    creates: list[int] = []
 
     def route(sent: httpx.Request) -> httpx.Response:
         calls.append(sent.method + " " + sent.url.path)
         if sent.method == "GET":  # batches.list, refused (a key not allowed to list) or down
             kind = "PERMISSION_DENIED" if status == 403 else "UNAVAILABLE"
             return httpx.Response(status, json={"error": {"code": status, "message": "no", "status": kind}})
+        creates.append(1)
+        if len(creates) == 1:  # the first try's create: its answer never comes
+            raise httpx.ReadTimeout("lost", request=sent)
         return httpx.Response(200, json={"name": "batches/made1", "metadata": {}})
 
     batches = GeminiBatches("google", http(route))
-    batches.assume_tried("k1")  # a lost try: the submit looks first
+    with pytest.raises(TransientProviderError):  # a lost try: the next submit looks first
+        batches.submit([request({"input": "x"})], key="k1")
+    calls.clear()
     if makes:
         # Then a look-up the vendor refuses never fails the submit: the batch is made
         assert batches.submit([request({"input": "x"})], key="k1") == "batches/made1"

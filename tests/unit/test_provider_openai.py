@@ -429,6 +429,7 @@ def test_a_refused_look_up_makes_the_batch_and_a_transient_one_is_tried_again(
     status: int, makes: bool
 ) -> None:
     calls: list[tuple[str, str]] = []
+    creates: list[int] = []
 
     def vendor(call: httpx.Request) -> httpx.Response:
         calls.append((call.method, call.url.path))
@@ -437,12 +438,17 @@ def test_a_refused_look_up_makes_the_batch_and_a_transient_one_is_tried_again(
             return httpx.Response(status, json={"error": {"message": "no", "type": kind}})
         if call.url.path == "/v1/files":
             return httpx.Response(200, json={"id": "file-1"})
+        creates.append(1)
+        if len(creates) == 1:  # the first try's create: its answer never comes
+            raise httpx.ReadTimeout("lost", request=call)
         return httpx.Response(200, json={"id": "batch_made"})
 
     batch = OpenAIBatch(
         "openai", VendorHttp("http://x/v1", vendor="openai", transport=httpx.MockTransport(vendor))
     )
-    batch.assume_tried("k1")  # a lost try: the submit looks first
+    with pytest.raises(TransientProviderError):  # a lost try: the next submit looks first
+        batch.submit([request({"input": "a"})], key="k1")
+    calls.clear()
     if makes:
         # Then a look-up the vendor refuses never fails the submit: the batch is made
         assert batch.submit([request({"input": "a"})], key="k1") == "batch_made"

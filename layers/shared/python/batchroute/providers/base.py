@@ -348,8 +348,9 @@ class SyncProvider(Protocol):
 
 
 def found_or_none(look_up: Callable[[], str | None]) -> str | None:
-    """A LooksUpLostJobs adapter's look-up for a lost try's job: what it found; None (make the
-    job) when the vendor refused the look-up itself (a key allowed to create batches but not
+    """A batch adapter's look-up for the job a lost try made (OpenAI, Gemini: their vendors
+    have no idempotency token): what it found; None (make the job) when the vendor refused
+    the look-up itself (a key allowed to create batches but not
     to list them), since a look-up must never fail a submit that creating would serve. A
     transient error propagates: the submit is tried again, and looks again."""
     try:

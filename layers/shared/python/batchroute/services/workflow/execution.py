@@ -542,7 +542,6 @@ class LaneExecutor:
             rescue_due=lambda status: self._rescue_due(lane, chunk, status, invocation),
             cache_prefixes=frozenset(lane.cache_prefixes),
             sync=self._sync_remainder(slug, invocation),
-            key_scope=f"{batch_id}/{lane_key}/{chunk.number}",
         )
 
     def _sync_remainder(self, slug: str, invocation: _Invocation) -> SyncRemainder:

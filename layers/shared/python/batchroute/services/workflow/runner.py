@@ -33,7 +33,6 @@ docs/providers.md has the long form.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -477,18 +476,6 @@ def job_failure(slug: str, status: JobStatus) -> ItemError:
     return ItemError("batch_job_failed", message[:1000], transient=True)
 
 
-def submission_key(scope: str, custom_ids: Collection[str], *, attempt: int, lost: int) -> str:
-    """The key of one job submission: its place (`scope`: the batch, lane and chunk), which
-    try of its items it is (`attempt`, and how many times the vendor lost it, `lost`) and
-    the items themselves. An invocation that submits the same items again after one died is
-    the same submission, with the same key; any resubmission the runner means (a lost job,
-    the transient failures again, another lane) differs in one of them."""
-    digest = hashlib.sha256(f"{scope}\n{attempt}\n{lost}\n".encode())
-    for custom_id in custom_ids:
-        digest.update(custom_id.encode() + b"\n")
-    return digest.hexdigest()[:32]
-
-
 def run_lane_batch_job(
     load_items: LoadItems,
     *,
@@ -506,7 +493,6 @@ def run_lane_batch_job(
     rescue_due: Callable[[JobStatus | None], bool] | None = None,
     cache_prefixes: Collection[str] = (),
     sync: SyncRemainder | None = None,
-    key_scope: str | None = None,
 ) -> LaneOutcome:
     """Runs a batch-API lane: submits its items as one job (or resumes `job`), polls until
     it is done, reports results, resubmits transient failures, and returns. Items more than
@@ -522,12 +508,9 @@ def run_lane_batch_job(
     `job=pending_job` later. `should_stop=lambda: True` is the one-poll-per-invocation
     style; the default polls here every `poll_interval_seconds`. `rescue_due(status)` is
     asked at each poll of a running job (deadline rescue): True ends the run with `rescue`
-    set and the job as `pending_job` (the caller hands the items over and cancels it).
-    `key_scope` names where the jobs belong (the batch, lane and chunk): each submission's
-    key is then derived from it (`submission_key`), the same in an invocation that runs
-    again after one died between the vendor making the job and `on_job` storing it."""
+    set and the job as `pending_job` (the caller hands the items over and cancels it)."""
     run = _BatchLaneRun(
-        load_items, lane, provider, retry, on_result, on_job, clock, limits, cache_prefixes, sync, key_scope
+        load_items, lane, provider, retry, on_result, on_job, clock, limits, cache_prefixes, sync
     )
     polling = _Polling(poll_interval_seconds, sleeper, should_stop, rescue_due)
     outcome = run.outcome
@@ -606,7 +589,6 @@ class _BatchLaneRun:
     limits: BatchLimits
     cache_prefixes: Collection[str] = ()
     sync: SyncRemainder | None = None
-    key_scope: str | None = None
     outcome: LaneOutcome = field(default_factory=LaneOutcome)
     reported: set[int] = field(default_factory=set)
     # Too few for a job and nothing to answer them synchronously: they fail over at the end.
@@ -654,7 +636,7 @@ class _BatchLaneRun:
             self._too_few(valid, attempt)
             return None
         submitted = SubmittedJob(
-            job_id=self._send(requests, self._key(requests, attempt=attempt, lost=lost)),
+            job_id=self._send(requests),
             attempt=attempt,
             item_count=len(requests),
             submitted_at=isoformat((self.clock or SystemClock()).now()),
@@ -721,16 +703,12 @@ class _BatchLaneRun:
             extra={"lane_id": self.lane.lane_id, "items": len(seqs), "error": error.code},
         )
 
-    def _key(self, requests: list[ProviderRequest], *, attempt: int, lost: int) -> str:
-        if self.key_scope is None:
-            return uuid.uuid4().hex
-        return submission_key(self.key_scope, [r.custom_id for r in requests], attempt=attempt, lost=lost)
-
-    def _send(self, requests: list[ProviderRequest], key: str) -> str:
+    def _send(self, requests: list[ProviderRequest]) -> str:
         """The job's id at the vendor, once it accepted the job. One key names the job for
         every try: a submit whose answer was lost (a time-out after the vendor made the job)
         is tried again with it, so an adapter with an idempotency token gets the first job
         back rather than a second, billed one (BatchApiProvider.submit)."""
+        key = uuid.uuid4().hex
         tries = 1
         while True:
             try:
