@@ -9,7 +9,8 @@ in Debian's chromium against the local stack as `make run` serves it, at a phone
 - a batch's progress reads the same on the overview, the batch list and its page;
 - a quote past the hard spending limit warns, and the create's refusal shows by its button;
 - a file larger than the direct upload takes goes straight to the uploads bucket by signed
-  URL, under the console's own Content-Security-Policy (docs/files.md, docs/console.md).
+  URL, in parts, under the console's own Content-Security-Policy (docs/files.md,
+  docs/console.md).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, FilePayload, Page, Route, ViewportSize, expect
 
-from tests.e2e.local_stack import REPO, RunningStack
+from tests.e2e.local_stack import MULTIPART_BYTES, REPO, RunningStack
 from tests.e2e.test_console_browser import (  # noqa: F401 (`browser`: that module's fixture)
     BATCH_TIMEOUT_MS,
     PASSWORD,
@@ -84,8 +85,9 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
     browser: Browser,  # noqa: F811
     local_stack: RunningStack,
 ) -> None:
-    # Given a JSONL file over the direct upload's 4 MiB (MAX_DIRECT_UPLOAD_BYTES), one width
-    long = "routing " * 1100
+    # Given a JSONL file over the direct upload's 4 MiB (MAX_DIRECT_UPLOAD_BYTES) and over the
+    # suite's multipart threshold (5 MiB parts: local_stack.py), so it goes in 3 parts; one width
+    long = "routing " * 2800
     rows = [
         {
             "customer_item_id": f"big-{n}",
@@ -96,7 +98,7 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
         for n in range(500)
     ]
     content = ("\n".join(json.dumps(row) for row in rows) + "\n").encode()
-    assert len(content) > 4 * 1024 * 1024
+    assert 2 * MULTIPART_BYTES < len(content) < 3 * MULTIPART_BYTES
     with signed_in_page(browser, local_stack, VIEWPORT, "large") as page:
         # And storage that fails the first PUT it is sent (a dropped connection's 500)
         puts: list[int] = []
@@ -113,7 +115,7 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
         # When it is chosen / Then it is named with its size, not put in the box
         upload: FilePayload = {"name": "large.jsonl", "mimeType": "application/jsonl", "buffer": content}
         page.get_by_label("Upload a JSONL file").set_input_files(files=upload)
-        expect(page.get_by_test_id("large-file")).to_contain_text("large.jsonl (4.")
+        expect(page.get_by_test_id("large-file")).to_contain_text(re.compile(r"large\.jsonl \(1\d\.\d MiB\)"))
         expect(page.get_by_label("Or paste JSONL")).to_have_value("")
         # When it is quoted / Then its bytes went to storage by signed URL and every item is quoted
         _quote(page)
@@ -126,7 +128,7 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
         file_id = note.locator("code").nth(1).inner_text()
         stored = page.request.get(f"/v1/files/{file_id}").json()["file"]
         assert (stored["bytes"], stored["status"], stored["item_count"]) == (len(content), "processed", 500)
-        assert len(puts) == 2  # the failed PUT was sent again
+        assert len(puts) == 4  # three parts, the one that failed sent again
         # And quoting it again (another routing mode) sends nothing again: the same file
         first_quote = page.get_by_role("heading", name=re.compile("^Quote qlock_")).inner_text()
         page.get_by_label("Routing mode").select_option("sla_aware")
@@ -134,7 +136,7 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
         heading = page.get_by_role("heading", name=re.compile("^Quote qlock_"))
         expect(heading).not_to_have_text(first_quote)
         expect(note).to_contain_text(f"was uploaded as {file_id}")
-        assert len(puts) == 2
+        assert len(puts) == 4
 
 
 def test_a_bad_vendor_line_is_named_by_its_line_and_field(page: Page) -> None:
