@@ -362,18 +362,6 @@ def found_or_none(look_up: Callable[[], str | None]) -> str | None:
 
 
 @runtime_checkable
-class LooksUpLostJobs(Protocol):
-    """A batch adapter whose vendor has no idempotency token but keeps our key on the job, so
-    a submission tried before can be looked for instead of made again (OpenAI, Gemini)."""
-
-    def assume_tried(self, key: str) -> None:
-        """Treat `key` as tried before without an answer: its next submit first looks for the
-        job that try made (an invocation that died between the vendor making the job and
-        storing it: services/workflow/submits.py)."""
-        ...
-
-
-@runtime_checkable
 class BatchApiProvider(Protocol):
     slug: str
 

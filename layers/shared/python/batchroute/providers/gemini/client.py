@@ -119,10 +119,6 @@ class GeminiBatches:
     # again is a retry, whose first try may have made its batch.
     _unanswered: set[str] = field(default_factory=set, init=False, repr=False)
 
-    def assume_tried(self, key: str) -> None:
-        """LooksUpLostJobs: an invocation that died may have made `key`'s batch."""
-        self._unanswered.add(key)
-
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in the batch's displayName (`batchroute <key>`). Batch mode has no
         idempotency key, so when a submission is tried again (its answer was lost: a read

@@ -136,10 +136,6 @@ class OpenAIBatch(_RoutedAdapter):
     # again is a retry, whose first try may have made its batches.
     _unanswered: set[str] = field(default_factory=set, init=False, repr=False)
 
-    def assume_tried(self, key: str) -> None:
-        """LooksUpLostJobs: an invocation that died may have made `key`'s batch."""
-        self._unanswered.add(key)
-
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in each part's metadata (`batchroute_key`) at OpenAI itself (a compatible
         host's batch may take no metadata). The Batch API has no idempotency key, so when a
