@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts
+from batchroute.adapters.dynamo.batch_progress import BatchProgress
 from tests.faults.harness import (
     Pipeline,
     delivered_to_two_workers,
@@ -67,4 +68,27 @@ def test_every_lane_message_run_by_two_workers_at_once_runs_and_charges_once(
     # Then the two runners of each lane raced over its chunks, and each chunk started,
     # finished and counted once: every item answered once, charged once
     assert pipeline.faults.counts["sqs:concurrent:lanes"] >= 2
+    assert {r["status"] for r in outcome.rows} == {"completed"}
+
+
+def test_a_worker_dying_as_it_lets_a_finished_job_go_loses_no_answer(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a worker that dies once per lane as it lets its finished vendor job go (the lane
+    # record's `job` cleared), after the vendor's answers were read
+    original = BatchProgress.set_job
+    died: set[str] = set()
+
+    def dies_once(self: BatchProgress, batch_id: str, lane_key: str, job: Any, *, chunk: int) -> None:
+        if job is None and lane_key not in died:
+            died.add(lane_key)
+            pipeline.faults.add("worker:died_letting_job_go")
+            raise RuntimeError("injected: the worker died as it cleared the finished job")
+        original(self, batch_id, lane_key, job, chunk=chunk)
+
+    monkeypatch.setattr(BatchProgress, "set_job", dies_once)
+    # When the batch runs (the message comes back; the lane record still names the spent job)
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then the answers kept before the job went are the chunk's: every item answered once
+    assert died
     assert {r["status"] for r in outcome.rows} == {"completed"}

@@ -52,6 +52,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal, Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -445,6 +446,26 @@ class LaneExecutor:
         if chunk.has_partial:
             self.artifacts.delete(partial_chunk_key(batch_id, lane_key, chunk.number))
 
+    def _keep_job(self, batch_id: str, lane_key: str, chunk: _Chunk, submitted: SubmittedJob | None) -> None:
+        """The lane runner's `on_job`: a vendor job stored on the lane record while it runs."""
+        if submitted is None:
+            # The lane's jobs are done: their answers kept as the partial file before the job
+            # is let go, so an invocation that dies before the chunk's results are written
+            # (or a clear that fails, which would leave a spent job to resume) finds every
+            # answer kept and asks no vendor again.
+            try:
+                if chunk.results:
+                    self._save_partial(batch_id, lane_key, chunk)
+            finally:  # kept or not, the job is let go: a rerun buys what was not kept
+                self.progress.set_job(batch_id, lane_key, None, chunk=chunk.number)
+            return
+        if chunk.results or chunk.has_partial:
+            # Results reported so far first: a crash after this leaves the job and the results
+            # that came before it consistent. (With none yet there is nothing to keep: an
+            # empty partial file would be a PUT and a DELETE for nothing.)
+            self._save_partial(batch_id, lane_key, chunk)
+        self.progress.set_job(batch_id, lane_key, submitted, chunk=chunk.number)
+
     def _save_partial(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
         chunk.has_partial = True
         self.artifacts.write_lines(partial_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines())
@@ -509,13 +530,7 @@ class LaneExecutor:
             wanted = set(seqs)
             return [(seq, item) for seq, item in todo if seq in wanted]
 
-        def on_job(submitted: SubmittedJob | None) -> None:
-            if submitted is not None and (chunk.results or chunk.has_partial):
-                # Results reported so far first: a crash after this leaves the job and the
-                # results that came before it consistent. (With none yet there is nothing
-                # to keep: an empty partial file would be a PUT and a DELETE for nothing.)
-                self._save_partial(batch_id, lane_key, chunk)
-            self.progress.set_job(batch_id, lane_key, submitted, chunk=chunk.number)
+        on_job = partial(self._keep_job, batch_id, lane_key, chunk)
 
         waiting_since = self.monotonic()
 
