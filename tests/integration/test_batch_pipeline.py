@@ -709,12 +709,15 @@ def test_a_vendor_job_with_no_results_yet_writes_no_partial_file(
     stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A partial file keeps results reported before a vendor job is recorded; with none there
-    # is nothing to keep (it was a PUT and a DELETE per chunk for nothing).
+    # is nothing to keep (it was a PUT and a DELETE per chunk for nothing). The one partial
+    # file a chunk gets is its finished job's answers, kept as the job is let go (_keep_job).
     written = _calls(monkeypatch, "write_lines")
     created = create_batch(org.org_id, [item(n, GPT) for n in range(4)], chunk_size=2)
     assert run_workflow(stack, created.batch_id)["status"] == "SUCCEEDED"
     assert _counts(_batch(created.batch_id))["completed"] == 4
-    assert written and not [key for key, _ in written if "partial" in key]
+    partials = [(key, lines) for key, lines in written if "partial" in key]
+    assert written and len(partials) == len({key for key, _ in partials}) == 2  # one per chunk
+    assert all(len(list(lines)) == 2 for _, lines in partials)  # each with all its answers
 
 
 # -- lane progress: watermarks, exactly once ---------------------------------------------------
