@@ -24,7 +24,8 @@ docs/providers.md is the long form.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from batchroute.domain.catalog.catalog import Operation
@@ -347,18 +348,50 @@ class SyncProvider(Protocol):
         ...
 
 
-def found_or_none(look_up: Callable[[], str | None]) -> str | None:
-    """A batch adapter's look-up for the job a lost try made (OpenAI, Gemini: their vendors
-    have no idempotency token): what it found; None (make the job) when the vendor refused
-    the look-up itself (a key allowed to create batches but not
-    to list them), since a look-up must never fail a submit that creating would serve. A
-    transient error propagates: the submit is tried again, and looks again."""
-    try:
-        return look_up()
-    except TransientProviderError:
-        raise
-    except ProviderError:
-        return None
+@dataclass(frozen=True)
+class SubmitTry:
+    """One try of a keyed batch submission (SubmitTries.trying)."""
+
+    retried: bool  # the key was tried before in this process, and that try was not answered
+
+    def made_before(self, look_up: Callable[[], str | None]) -> str | None:
+        """The job a lost earlier try made, by `look_up` (OpenAI, Gemini: their vendors have
+        no idempotency token), on a retry only. None (make the job) on a first try, or when
+        the vendor refused the look-up itself (a key allowed to create batches but not to
+        list them), since a look-up must never fail a submit that creating would serve. A
+        transient error propagates: the submit is tried again, and looks again."""
+        if not self.retried:
+            return None
+        try:
+            return look_up()
+        except TransientProviderError:
+            raise
+        except ProviderError:
+            return None
+
+
+@dataclass
+class SubmitTries:
+    """The keys of a batch adapter's submissions tried in this process and not yet answered:
+    a key tried again is a retry, whose first try may have made its job. A try answered, or
+    failed for good, forgets its key; one that failed transiently keeps it (the lane runner
+    tries again with the same key)."""
+
+    _unanswered: set[str] = field(default_factory=set)
+
+    @contextmanager
+    def trying(self, key: str | None) -> Iterator[SubmitTry]:
+        attempt = SubmitTry(retried=bool(key) and key in self._unanswered)
+        if key:
+            self._unanswered.add(key)
+        try:
+            yield attempt
+        except TransientProviderError:
+            raise
+        except BaseException:
+            self._unanswered.discard(key or "")
+            raise
+        self._unanswered.discard(key or "")
 
 
 @runtime_checkable

@@ -115,9 +115,7 @@ class GeminiBatches:
     slug: str
     http: VendorHttp
     min_requests = 1  # (not a field: no annotation)
-    # The keys of the submissions tried in this process and not yet answered: a key tried
-    # again is a retry, whose first try may have made its batch.
-    _unanswered: set[str] = field(default_factory=set, init=False, repr=False)
+    _tries: base.SubmitTries = field(default_factory=base.SubmitTries, init=False, repr=False)
 
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in the batch's displayName (`batchroute <key>`). Batch mode has no
@@ -131,20 +129,10 @@ class GeminiBatches:
             raise base.PermanentProviderError(
                 "a Gemini batch job runs one model, for one request or more", code="invalid_item"
             )
-        retried = key in self._unanswered
-        if key:
-            self._unanswered.add(key)
-        try:
-            model = models.pop()
-            made = base.found_or_none(partial(self._made_by, key, model)) if key and retried else None
-            name = made or self._create(listed, key)
-        except base.TransientProviderError:
-            raise  # tried again with the same key: the look-up finds what was made
-        except BaseException:
-            self._unanswered.discard(key or "")
-            raise
-        self._unanswered.discard(key or "")
-        return name
+        model = models.pop()
+        with self._tries.trying(key) as attempt:
+            made = attempt.made_before(partial(self._made_by, key, model)) if key else None
+            return made or self._create(listed, key)
 
     def _made_by(self, key: str, model: str) -> str | None:
         """The name of the batch a lost try of submission `key` made for `model`, still of use

@@ -132,9 +132,7 @@ class OpenAIBatch(_RoutedAdapter):
     """
 
     min_requests = 1
-    # The keys of the submissions tried in this process and not yet answered: a key tried
-    # again is a retry, whose first try may have made its batches.
-    _unanswered: set[str] = field(default_factory=set, init=False, repr=False)
+    _tries: base.SubmitTries = field(default_factory=base.SubmitTries, init=False, repr=False)
 
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in each part's metadata (`batchroute_key`) at OpenAI itself (a compatible
@@ -149,22 +147,15 @@ class OpenAIBatch(_RoutedAdapter):
         if not by_endpoint:
             raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
         keyed = key if key and self.route is OPENAI_ROUTE else None
-        retried = keyed is not None and keyed in self._unanswered
-        if keyed is not None:
-            self._unanswered.add(keyed)
         created: list[str] = []
-        try:
-            for endpoint, listed in by_endpoint.items():
-                made = base.found_or_none(partial(self._made_by, keyed, endpoint)) if retried else None
-                created.append(made or self._submit_part(endpoint, listed, keyed))
-        except base.TransientProviderError:
-            self._cancel_parts(created)
-            raise  # tried again with the same key: the look-up finds what was made
-        except BaseException:
-            self._cancel_parts(created)
-            self._unanswered.discard(keyed or "")
-            raise
-        self._unanswered.discard(keyed or "")
+        with self._tries.trying(keyed) as attempt:
+            try:
+                for endpoint, listed in by_endpoint.items():
+                    made = attempt.made_before(partial(self._made_by, keyed, endpoint))
+                    created.append(made or self._submit_part(endpoint, listed, keyed))
+            except BaseException:  # a transient error too: tried again, the look-up finds what was made
+                self._cancel_parts(created)
+                raise
         return JOB_ID_SEPARATOR.join(created)
 
     def _cancel_parts(self, created: list[str]) -> None:

@@ -1,0 +1,63 @@
+"""SubmitTries: which keyed batch submissions are retries of a lost try, and when a retry
+looks for the job that try made (providers/base.py; used by the OpenAI and Gemini adapters)."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchroute.providers import base
+
+
+def _never() -> str | None:
+    raise AssertionError("a first try must not look for an earlier job")
+
+
+def test_a_first_try_does_not_look_and_an_answered_try_forgets_its_key() -> None:
+    tries = base.SubmitTries()
+    with tries.trying("k1") as attempt:
+        assert not attempt.retried
+        assert attempt.made_before(_never) is None
+    with tries.trying("k1") as attempt:  # answered before: a new submission, not a retry
+        assert not attempt.retried
+
+
+def test_a_transient_failure_keeps_the_key_so_the_next_try_looks_first() -> None:
+    tries = base.SubmitTries()
+    with pytest.raises(base.TransientProviderError), tries.trying("k1"):
+        raise base.TransientProviderError("read timed out", code="provider_timeout")
+    with tries.trying("k1") as attempt:
+        assert attempt.retried
+        assert attempt.made_before(lambda: "batch_1") == "batch_1"
+    with tries.trying("k1") as attempt:
+        assert not attempt.retried
+
+
+def test_a_permanent_failure_forgets_the_key() -> None:
+    tries = base.SubmitTries()
+    with pytest.raises(base.PermanentProviderError), tries.trying("k1"):
+        raise base.PermanentProviderError("bad body", code="invalid_item")
+    with tries.trying("k1") as attempt:
+        assert not attempt.retried
+
+
+def test_an_unkeyed_submission_is_never_a_retry() -> None:
+    tries = base.SubmitTries()
+    for key in (None, ""):
+        with pytest.raises(base.TransientProviderError), tries.trying(key):
+            raise base.TransientProviderError("read timed out", code="provider_timeout")
+        with tries.trying(key) as attempt:
+            assert not attempt.retried
+
+
+def test_a_refused_look_up_makes_the_job_and_a_transient_one_is_tried_again() -> None:
+    retry = base.SubmitTry(retried=True)
+
+    def refused() -> str | None:
+        raise base.PermanentProviderError("this key may not list batches", code="provider_forbidden")
+
+    def timed_out() -> str | None:
+        raise base.TransientProviderError("read timed out", code="provider_timeout")
+
+    assert retry.made_before(refused) is None
+    with pytest.raises(base.TransientProviderError):
+        retry.made_before(timed_out)
