@@ -84,7 +84,7 @@ def list_presets(
     )
     return {
         "object": "list",
-        "data": [p.to_api() for p in page],
+        "data": page,
         "next_cursor": next_cursor,
         "limit": presets.max_presets,
     }
@@ -153,7 +153,7 @@ def list_versions(
     name: Name, principal: Reader, presets: PresetsDep, cursor: Cursor = None, limit: Limit = 20
 ) -> dict[str, Any]:
     page, next_cursor = presets.versions(principal, name, cursor=cursor, limit=limit)
-    return {"object": "list", "name": name, "data": [v.to_api() for v in page], "next_cursor": next_cursor}
+    return {"object": "list", "name": name, "data": page, "next_cursor": next_cursor}
 
 
 Version = Annotated[int, Path(ge=1, le=VERSION_MAX)]

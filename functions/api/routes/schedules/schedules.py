@@ -70,7 +70,7 @@ def list_schedules(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> dict[str, Any]:
     page, next_cursor = schedules.page(principal, cursor=cursor, limit=limit)
-    return {"object": "list", "data": [s.to_api() for s in page], "next_cursor": next_cursor}
+    return {"object": "list", "data": page, "next_cursor": next_cursor}
 
 
 @router.get(

@@ -26,6 +26,8 @@ from batchroute.domain.presets.presets import (
     Preset,
     PresetContent,
     PresetVersion,
+    PresetVersionView,
+    PresetView,
     check_name,
     merge_patch,
     parse_preset,
@@ -119,14 +121,14 @@ class Presets:
     # -- reading ---------------------------------------------------------------------------
     def listing(
         self, principal: Principal, *, cursor: str | None, limit: int, include_archived: bool
-    ) -> tuple[list[Preset], str | None]:
+    ) -> tuple[list[PresetView], str | None]:
         authorize(principal, "batches:read")
         if cursor is not None:
             check_name(cursor, field_name="cursor")
         shown, more = self._heads(principal.org_id, cursor, limit, include_archived)
         # The page also stops at PAGE_MAX_BYTES (golden sets make a preset up to ~400 KB)
-        fitted = fitting(shown, size=_preset_bytes)
-        return fitted, (fitted[-1].name if len(fitted) < len(shown) else more)
+        views = fitting([preset.to_api() for preset in shown], size=row_bytes)
+        return views, (views[-1]["name"] if len(views) < len(shown) else more)
 
     def _heads(
         self, org_id: str, cursor: str | None, limit: int, include_archived: bool
@@ -160,7 +162,7 @@ class Presets:
 
     def versions(
         self, principal: Principal, name: str, *, cursor: str | None, limit: int
-    ) -> tuple[list[PresetVersion], str | None]:
+    ) -> tuple[list[PresetVersionView], str | None]:
         self.get(principal, name)
         before: int | None = None
         if cursor is not None:
@@ -168,10 +170,10 @@ class Presets:
                 raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
             before = int(cursor)
         page, more = self.store.versions(principal.org_id, name, before=before, limit=limit)
-        fitted = fitting(page, size=_version_bytes)
-        if len(fitted) < len(page):
-            more = fitted[-1].version
-        return fitted, (str(more) if more is not None else None)
+        views = fitting([version.to_api() for version in page], size=row_bytes)
+        if len(views) < len(page):
+            more = views[-1]["version"]
+        return views, (str(more) if more is not None else None)
 
     # -- golden sets -----------------------------------------------------------------------
     def regress(self, principal: Principal, name: str, version: int | None) -> RegressionRunView:
@@ -282,11 +284,3 @@ def _version(principal: Principal, name: str, number: int, content: PresetConten
     return content.as_version(
         principal.org_id, name, number, at=now, by=principal.user_id or principal.key_id
     )
-
-
-def _preset_bytes(preset: Preset) -> int:
-    return row_bytes(preset.to_api())
-
-
-def _version_bytes(version: PresetVersion) -> int:
-    return row_bytes(version.to_api())

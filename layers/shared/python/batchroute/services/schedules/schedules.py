@@ -34,6 +34,7 @@ from batchroute.domain.schedules.schedules import (
     Schedule,
     ScheduleDefinition,
     ScheduleRun,
+    ScheduleView,
     VersionView,
     fire_key,
     parse_expression,
@@ -105,14 +106,14 @@ class Schedules:
 
     def page(
         self, principal: Principal, *, cursor: str | None, limit: int
-    ) -> tuple[list[Schedule], str | None]:
+    ) -> tuple[list[ScheduleView], str | None]:
         authorize(principal, "batches:read")
         if cursor is not None and not cursor.startswith("sched_"):
             raise InvalidRequest("cursor is not a cursor of this list.", details={"field": "cursor"})
         found, more = self.store.for_org(principal.org_id, limit=limit, start_after=cursor)
         # The page also stops at PAGE_MAX_BYTES: a golden set makes a schedule large
-        fitted = fitting(found, size=_schedule_bytes)
-        return fitted, (fitted[-1].schedule_id if len(fitted) < len(found) else more)
+        views = fitting([schedule.to_api() for schedule in found], size=row_bytes)
+        return views, (views[-1]["id"] if len(views) < len(found) else more)
 
     def runs(
         self, principal: Principal, schedule_id: str, *, cursor: str | None, limit: int
@@ -505,7 +506,3 @@ def _surface_fields(schedule: Schedule) -> SurfaceFields:
 
 def _actor(principal: Principal) -> str:
     return principal.acting_user_id or principal.key_id or "unknown"
-
-
-def _schedule_bytes(schedule: Schedule) -> int:
-    return row_bytes(schedule.to_api())
