@@ -9,6 +9,7 @@ import pytest
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts
 from batchroute.adapters.dynamo.batch_progress import BatchProgress
+from batchroute.providers.openai.client import OpenAIBatch
 from tests.faults.harness import (
     Pipeline,
     delivered_to_two_workers,
@@ -91,4 +92,37 @@ def test_a_worker_dying_as_it_lets_a_finished_job_go_loses_no_answer(
     outcome = run_and_check(pipeline, mixed_items())
     # Then the answers kept before the job went are the chunk's: every item answered once
     assert died
+    assert {r["status"] for r in outcome.rows} == {"completed"}
+
+
+def test_a_worker_dying_after_the_vendor_made_its_job_makes_no_second_job(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a worker that dies once per lane after OpenAI made its batch job, before the lane
+    # record stored it (the submit noted on the lane record, the job not)
+    original = BatchProgress.set_job
+    died: set[str] = set()
+
+    def dies_once(self: BatchProgress, batch_id: str, lane_key: str, job: Any, *, chunk: int) -> None:
+        if job is not None and lane_key not in died:
+            died.add(lane_key)
+            pipeline.faults.add("worker:died_before_storing_job")
+            raise RuntimeError("injected: the worker died before storing the vendor's job")
+        original(self, batch_id, lane_key, job, chunk=chunk)
+
+    made: list[frozenset[str]] = []  # the custom ids of each batch OpenAI made
+    submit_part = OpenAIBatch._submit_part
+
+    def counted(self: OpenAIBatch, endpoint: str, requests: Any, key: str | None) -> str:
+        made.append(frozenset(r.custom_id for r in requests))
+        return submit_part(self, endpoint, requests, key)
+
+    monkeypatch.setattr(BatchProgress, "set_job", dies_once)
+    monkeypatch.setattr(OpenAIBatch, "_submit_part", counted)
+    # When the batch runs (the message comes back; the lane record names no job)
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then the next invocation took the job the dead one made: no item was in two batches
+    # (two, billed twice, before the lane record's note), and every item was answered once
+    assert died and made
+    assert sum(len(ids) for ids in made) == len(frozenset().union(*made))
     assert {r["status"] for r in outcome.rows} == {"completed"}

@@ -24,6 +24,7 @@ from batchroute.providers.bedrock import BatchSettings, BedrockBatch, BedrockCli
 from batchroute.providers.http import Timeouts
 from batchroute.providers.retry import RetryPolicy
 from batchroute.services.workflow.runner import LaneOutcome, SyncRemainder, run_lane_batch_job
+from batchroute.services.workflow.submits import RememberedSubmits
 from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer
@@ -105,7 +106,9 @@ class Items:
         self.results[seq] = (result, attempts)
 
 
-def run(stack: Stack, items: Items, batch: BedrockBatch, *, converse: bool = True) -> LaneOutcome:
+def run(
+    stack: Stack, items: Items, batch: BedrockBatch | RememberedSubmits, *, converse: bool = True
+) -> LaneOutcome:
     sync = SyncRemainder(BedrockConverse("bedrock", stack.clients), concurrency=4) if converse else None
     return run_lane_batch_job(
         items.load,
@@ -180,5 +183,41 @@ def test_a_lost_create_answer_is_retried_with_the_same_token_and_makes_one_job(s
     inputs = {c["inputDataConfig"]["s3InputDataConfig"]["s3Uri"] for c in calls}
     assert len(calls) == 2 and len(tokens) == len(names) == len(inputs) == 1
     assert tokens == names and len(next(iter(names))) <= 63
+    assert len(stack.emulator._jobs) == 1
+    assert outcome.finished and sorted(items.results) == list(range(5))
+
+
+class FunctionDied(BaseException):
+    """The Lambda ended (its time out, an out-of-memory kill) with the job made but not stored."""
+
+
+def test_an_invocation_that_died_after_bedrock_made_the_job_is_followed_by_no_second_job(
+    stack: Stack,
+) -> None:
+    control = stack.clients.control()
+    real_create: Callable[..., Any] = control.create_model_invocation_job
+    tokens: list[str] = []
+
+    def create_then_die(**kwargs: Any) -> Any:
+        tokens.append(kwargs["clientRequestToken"])
+        answer = real_create(**kwargs)  # Bedrock makes the job ...
+        if len(tokens) == 1:  # ... and the function dies before the lane record stores it
+            raise FunctionDied
+        return answer
+
+    control.create_model_invocation_job = create_then_die
+    batch = BedrockBatch("bedrock", stack.clients, BatchSettings(bucket=BUCKET, role_arn=ROLE, min_records=1))
+    noted: list[str] = []  # the lane record's `submitting`
+    items = Items(5)
+    try:
+        with pytest.raises(FunctionDied):
+            run(stack, items, RememberedSubmits(batch, chunk=0, note=noted.append))
+        # When the step runs again: no job stored, the dead invocation's note left
+        again = RememberedSubmits(batch, chunk=0, note=noted.append, left=noted[-1])
+        outcome = run(stack, items, again)
+    finally:
+        del control.create_model_invocation_job
+    # Then it submits under the noted key, and Bedrock answers the job it already made
+    assert len(tokens) == 2 and len(set(tokens)) == 1
     assert len(stack.emulator._jobs) == 1
     assert outcome.finished and sorted(items.results) == list(range(5))

@@ -198,3 +198,16 @@ def test_a_page_token_it_did_not_give_is_refused(stack: Stack) -> None:
     answer = stack.raw("GET", "/v1beta/batches?pageToken=not-ours")
     assert answer.status_code == 400
     assert answer.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_a_new_process_told_the_key_was_tried_takes_the_batch_a_dead_one_made(stack: Stack) -> None:
+    # Given: an invocation made the batch and died before storing it (its adapter is gone)
+    chunk = [item({"input": "First."}, custom_id="seq-0")]
+    made = adapter(stack, httpx.HTTPTransport()).submit(chunk, key="k1")
+    # When the next invocation's adapter is told the key was tried (the lane record's note)
+    transport = LosesAnswers(lose=0)
+    fresh = adapter(stack, transport)
+    fresh.assume_tried("k1")
+    # Then its first try looks, and takes that batch: no second one made
+    assert fresh.submit(chunk, key="k1") == made
+    assert transport.creates() == 0 and LIST in transport.calls

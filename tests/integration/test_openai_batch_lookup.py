@@ -177,3 +177,20 @@ def test_a_limit_out_of_range_is_refused_as_openai_refuses_it(
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert (error["type"], error["param"]) == ("invalid_request_error", "limit")
+
+
+def test_a_new_process_told_the_key_was_tried_takes_the_batch_a_dead_one_made(
+    vendor: tuple[str, OpenAIEmulator, Clock],
+) -> None:
+    base_url, emulator, _ = vendor
+    chunk = [request("seq-0"), request("seq-1", tools=[WEB_SEARCH])]
+    # Given: an invocation made both parts' batches and died before storing them
+    made = adapter(base_url, httpx.HTTPTransport()).submit(chunk, key="k1")
+    # When the next invocation's adapter is told the key was tried (the lane record's note)
+    transport = LosesAnswers(lose=0)
+    fresh = adapter(base_url, transport)
+    fresh.assume_tried("k1")
+    # Then its first try looks, and takes those batches: none made a second time
+    assert fresh.submit(chunk, key="k1") == made
+    assert ("POST", "/batches") not in transport.calls and ("GET", "/batches") in transport.calls
+    assert len(batches_of(emulator)) == 2

@@ -379,6 +379,11 @@ class SubmitTries:
 
     _unanswered: set[str] = field(default_factory=set)
 
+    def assume_tried(self, key: str) -> None:
+        """`key` was tried, elsewhere, without an answer (an invocation that died between the
+        vendor making its job and storing it: services/workflow/submits.py)."""
+        self._unanswered.add(key)
+
     @contextmanager
     def trying(self, key: str | None) -> Iterator[SubmitTry]:
         attempt = SubmitTry(retried=bool(key) and key in self._unanswered)
@@ -392,6 +397,18 @@ class SubmitTries:
             self._unanswered.discard(key or "")
             raise
         self._unanswered.discard(key or "")
+
+
+@runtime_checkable
+class LooksUpLostJobs(Protocol):
+    """A batch adapter whose vendor has no idempotency token but keeps our key on the job, so
+    a submission tried before can be looked for instead of made again (OpenAI, Gemini)."""
+
+    def assume_tried(self, key: str) -> None:
+        """Treat `key` as tried before without an answer: its next submit first looks for the
+        job that try made (an invocation that died between the vendor making the job and
+        storing it: services/workflow/submits.py)."""
+        ...
 
 
 @runtime_checkable

@@ -198,16 +198,22 @@ class BatchProgress(DynamoStore):
         )
 
     def set_job(self, batch_id: str, lane_key: str, job: SubmittedJob | None, *, chunk: int) -> None:
-        """The vendor batch job running for `chunk` (None: no job running)."""
+        """The vendor batch job running for `chunk` (None: no job running); either way no
+        submit is left in flight (`submitting`)."""
         if job is None:
-            self._update_lane(batch_id, lane_key, "REMOVE job, job_chunk")
+            self._update_lane(batch_id, lane_key, "REMOVE job, job_chunk, submitting")
         else:
             self._update_lane(
                 batch_id,
                 lane_key,
-                "SET job = :job, job_chunk = :chunk",
+                "SET job = :job, job_chunk = :chunk REMOVE submitting",
                 values={":job": job_item(job), ":chunk": chunk},
             )
+
+    def note_submitting(self, batch_id: str, lane_key: str, mark: str) -> None:
+        """A vendor job submit about to begin (services/workflow/submits.py), until its job is
+        stored (`set_job`)."""
+        self._update_lane(batch_id, lane_key, "SET submitting = :mark", values={":mark": mark})
 
     def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None:
         """`chunk` has some results saved as a partial file (the lane left it half done)."""

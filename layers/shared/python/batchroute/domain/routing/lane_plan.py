@@ -349,6 +349,9 @@ class LaneRecord:
     fail_error: LaneFailError | None = None
     job: SubmittedJob | None = None  # the vendor batch job in flight
     job_chunk: int | None = None
+    # "<chunk>:<items digest>:<key>": a vendor job submit begun and its job not yet stored
+    # (services/workflow/submits.py); cleared when the job is
+    submitting: str | None = None
     partial_chunk: int | None = None
     handover_reason: str | None = None  # "deadline_rescue" / "deadline_rescue_rest"; else failover
     then_lane: str | None = None  # run after this lane's chain: a rescue's rest on the old lane

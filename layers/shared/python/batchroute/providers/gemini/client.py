@@ -117,6 +117,10 @@ class GeminiBatches:
     min_requests = 1  # (not a field: no annotation)
     _tries: base.SubmitTries = field(default_factory=base.SubmitTries, init=False, repr=False)
 
+    def assume_tried(self, key: str) -> None:
+        """LooksUpLostJobs: an invocation that died may have made `key`'s batch."""
+        self._tries.assume_tried(key)
+
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in the batch's displayName (`batchroute <key>`). Batch mode has no
         idempotency key, so when a submission is tried again (its answer was lost: a read

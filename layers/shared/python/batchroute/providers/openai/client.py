@@ -134,6 +134,10 @@ class OpenAIBatch(_RoutedAdapter):
     min_requests = 1
     _tries: base.SubmitTries = field(default_factory=base.SubmitTries, init=False, repr=False)
 
+    def assume_tried(self, key: str) -> None:
+        """LooksUpLostJobs: an invocation that died may have made `key`'s batch."""
+        self._tries.assume_tried(key)
+
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in each part's metadata (`batchroute_key`) at OpenAI itself (a compatible
         host's batch may take no metadata). The Batch API has no idempotency key, so when a

@@ -96,6 +96,7 @@ from batchroute.services.workflow.runner import (
     run_lane_batch_job,
     run_lane_items,
 )
+from batchroute.services.workflow.submits import RememberedSubmits
 from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.queues import TaskSender
 from batchroute.workflow.tasks import LaneOutput, WorkflowTask
@@ -544,7 +545,7 @@ class LaneExecutor:
         return run_lane_batch_job(
             load_items,
             lane=catalog_lane,
-            provider=self.registry.batch_api(slug),
+            provider=self._remembered(batch_id, lane, chunk),
             retry=self.retry,
             on_result=on_result,
             job=job,
@@ -557,6 +558,16 @@ class LaneExecutor:
             rescue_due=lambda status: self._rescue_due(lane, chunk, status, invocation),
             cache_prefixes=frozenset(lane.cache_prefixes),
             sync=self._sync_remainder(slug, invocation),
+        )
+
+    def _remembered(self, batch_id: str, lane: LaneRecord, chunk: _Chunk) -> RememberedSubmits:
+        """The lane's batch adapter, its submits noted on the lane record until their job is
+        stored, taking the key of one an invocation that died left (services/workflow/submits.py)."""
+        return RememberedSubmits(
+            self.registry.batch_api(lane.provider),
+            chunk=chunk.number,
+            note=lambda mark: self.progress.note_submitting(batch_id, lane.lane_key, mark),
+            left=lane.submitting,
         )
 
     def _sync_remainder(self, slug: str, invocation: _Invocation) -> SyncRemainder:
