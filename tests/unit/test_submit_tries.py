@@ -61,3 +61,15 @@ def test_a_refused_look_up_makes_the_job_and_a_transient_one_is_tried_again() ->
     assert retry.made_before(refused) is None
     with pytest.raises(base.TransientProviderError):
         retry.made_before(timed_out)
+
+
+def test_only_the_newest_unanswered_keys_are_kept() -> None:
+    tries = base.SubmitTries()
+    keys = [f"k{n}" for n in range(base.MAX_UNANSWERED_KEYS + 2)]
+    for key in keys:  # each one's retries ran out: never answered
+        with pytest.raises(base.TransientProviderError), tries.trying(key):
+            raise base.TransientProviderError("read timed out", code="provider_timeout")
+    with tries.trying(keys[0]) as oldest:
+        assert not oldest.retried  # forgotten, the memory bounded
+    with tries.trying(keys[-1]) as newest:
+        assert newest.retried

@@ -375,28 +375,36 @@ class SubmitTries:
     """The keys of a batch adapter's submissions tried in this process and not yet answered:
     a key tried again is a retry, whose first try may have made its job. A try answered, or
     failed for good, forgets its key; one that failed transiently keeps it (the lane runner
-    tries again with the same key)."""
+    tries again with the same key). A key whose retries ran out is never answered, so only
+    the newest MAX_UNANSWERED_KEYS are kept: a warm function's memory stays bounded, and a
+    retry comes seconds after its try, long before its key could be the oldest."""
 
-    _unanswered: set[str] = field(default_factory=set)
+    _unanswered: dict[str, None] = field(default_factory=dict)  # oldest first
 
     def assume_tried(self, key: str) -> None:
         """`key` was tried, elsewhere, without an answer (an invocation that died between the
         vendor making its job and storing it: services/workflow/submits.py)."""
-        self._unanswered.add(key)
+        self._unanswered.pop(key, None)
+        self._unanswered[key] = None
+        while len(self._unanswered) > MAX_UNANSWERED_KEYS:
+            del self._unanswered[next(iter(self._unanswered))]
 
     @contextmanager
     def trying(self, key: str | None) -> Iterator[SubmitTry]:
         attempt = SubmitTry(retried=bool(key) and key in self._unanswered)
         if key:
-            self._unanswered.add(key)
+            self.assume_tried(key)
         try:
             yield attempt
         except TransientProviderError:
             raise
         except BaseException:
-            self._unanswered.discard(key or "")
+            self._unanswered.pop(key or "", None)
             raise
-        self._unanswered.discard(key or "")
+        self._unanswered.pop(key or "", None)
+
+
+MAX_UNANSWERED_KEYS: Final = 1024
 
 
 @runtime_checkable
