@@ -81,6 +81,10 @@ def test_vendor_batch_lines_are_pasted_or_uploaded_quoted_and_created(page: Page
         expect(items.get_by_role("cell", name=item_id, exact=True)).to_be_visible()
 
 
+# What S3 answers a PUT on a presigned URL past its expiry
+EXPIRED_URL = "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+
+
 def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
     browser: Browser,  # noqa: F811
     local_stack: RunningStack,
@@ -100,17 +104,30 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
     content = ("\n".join(json.dumps(row) for row in rows) + "\n").encode()
     assert 2 * MULTIPART_BYTES < len(content) < 3 * MULTIPART_BYTES
     with signed_in_page(browser, local_stack, VIEWPORT, "large") as page:
-        # And storage that fails the first PUT it is sent (a dropped connection's 500)
-        puts: list[int] = []
+        # And storage that fails the first PUT it is sent (a dropped connection's 500), and
+        # refuses part 2's first URL once as an expired one (403), so that part is signed again
+        puts: list[str] = []
+        refused: list[str] = []
+        resigned: list[str] = []
 
-        def first_put_fails(route: Route) -> None:
-            puts.append(1)
+        def storage_fails(route: Route) -> None:
+            url = route.request.url
+            puts.append(url)
             if len(puts) == 1:
                 route.fulfill(status=500, body="InternalError")
+            elif "partNumber=2&" in url + "&" and not refused:
+                refused.append(url)
+                route.fulfill(status=403, body=EXPIRED_URL, content_type="application/xml")
             else:
                 route.continue_()
 
-        page.route(re.compile(r".*/staging/.*"), first_put_fails)
+        page.route(re.compile(r".*/staging/.*"), storage_fails)
+        page.on(
+            "request",
+            lambda r: (
+                resigned.append(r.post_data or "") if re.search(r"/v1/files/\w+/parts$", r.url) else None
+            ),
+        )
         page.goto("/console/quotes")
         # When it is chosen / Then it is named with its size, not put in the box
         upload: FilePayload = {"name": "large.jsonl", "mimeType": "application/jsonl", "buffer": content}
@@ -131,7 +148,9 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
         file_id = note.locator("code").nth(1).inner_text()
         stored = page.request.get(f"/v1/files/{file_id}").json()["file"]
         assert (stored["bytes"], stored["status"], stored["item_count"]) == (len(content), "processed", 500)
-        assert len(puts) == 4  # three parts, the one that failed sent again
+        # three parts; the one that failed sent again; part 2 sent again on a fresh URL
+        assert len(puts) == 5
+        assert [json.loads(body)["part_numbers"] for body in resigned] == [[2]]
         # And quoting it again (another routing mode) sends nothing again: the same file
         first_quote = page.get_by_role("heading", name=re.compile("^Quote qlock_")).inner_text()
         page.get_by_label("Routing mode").select_option("sla_aware")
@@ -139,7 +158,7 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
         heading = page.get_by_role("heading", name=re.compile("^Quote qlock_"))
         expect(heading).not_to_have_text(first_quote, timeout=60_000)
         expect(note).to_contain_text(f"was uploaded as {file_id}")
-        assert len(puts) == 4
+        assert len(puts) == 5
 
 
 def test_a_bad_vendor_line_is_named_by_its_line_and_field(page: Page) -> None:
