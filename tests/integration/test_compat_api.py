@@ -19,6 +19,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 from openai import OpenAI
+from openai.types import Batch as OpenAIBatch
 from openai.types.responses import Response
 
 from batchroute.adapters.aws import client as aws_client
@@ -274,6 +275,7 @@ def test_a_compat_batch_is_an_ordinary_batch_with_vendor_output_files(
     assert batch["output_file_id"] is None and batch["error_file_id"] is None
     assert batch["metadata"] == {"team": "search"} and batch["body_format"] == "normalized"
     assert batch["expires_at"] - batch["created_at"] == 24 * 3600
+    assert batch["model"] == LLAMA and batch["usage"] is None  # no answer counted yet
     state = LedgerStore(get_settings().table_name("ledger")).state(org.org_id)
     assert state.reserved > Money.zero()
     # And the native API shows the same batch, whose items are the rows
@@ -306,6 +308,14 @@ def test_a_compat_batch_is_an_ordinary_batch_with_vendor_output_files(
         body = line["response"]["body"]  # what the vendor's /v1/chat/completions answers
         assert body["object"] == "chat.completion" and body["model"] == LLAMA
         assert LLAMA in body["choices"][0]["message"]["content"] and body["usage"]["total_tokens"] > 0
+    # And the Batch object's usage is the output lines' tokens, as the SDK's type reads it
+    usage = OpenAIBatch.model_validate(done).usage
+    assert usage is not None and done["model"] == LLAMA
+    prompt = sum(line["response"]["body"]["usage"]["prompt_tokens"] for line in out)
+    completion = sum(line["response"]["body"]["usage"]["completion_tokens"] for line in out)
+    assert (usage.input_tokens, usage.output_tokens) == (prompt, completion) and prompt and completion
+    assert usage.total_tokens == prompt + completion
+    assert (usage.input_tokens_details.cached_tokens, usage.output_tokens_details.reasoning_tokens) == (0, 0)
     # And the raw body format gives the provider's own bodies, per download
     raw = client.get(f"{BASE}/files/{done['output_file_id']}/content?body_format=raw", headers=auth)
     assert raw.headers["x-service-body-format"] == "raw"

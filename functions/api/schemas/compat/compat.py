@@ -118,10 +118,29 @@ class RequestCounts(BaseModel):
     failed: int
 
 
+class InputTokensDetails(BaseModel):
+    cached_tokens: int
+
+
+class OutputTokensDetails(BaseModel):
+    reasoning_tokens: int
+
+
+class VendorBatchUsage(BaseModel):
+    """The tokens of the answers delivered, once the batch's files are written."""
+
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+
+
 class VendorBatch(BaseModel):
     id: str
     object: Literal["batch"]
     endpoint: str | None
+    model: str | None = Field(description="The one model the requests name; null when they name several")
     input_file_id: str | None
     completion_window: str
     status: Literal[
@@ -140,6 +159,7 @@ class VendorBatch(BaseModel):
     cancelling_at: int | None
     cancelled_at: int | None
     request_counts: RequestCounts
+    usage: VendorBatchUsage | None = Field(description="null until the output and error files are written")
     metadata: dict[str, str] | None
     body_format: Literal["normalized", "raw"]
 

@@ -19,7 +19,7 @@ from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineErr
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
 from batchroute.domain.chat.objects import ChatCompletionView, ServedBy, ToolCallView, chat_completion
 from batchroute.domain.routing.items import MAX_CUSTOMER_ITEM_ID
-from batchroute.domain.workflow.results import ArtifactRow, LineUsage, PublicError
+from batchroute.domain.workflow.results import ArtifactRow, LaneTally, LineUsage, PublicError
 from batchroute.ids import suffix_of
 
 ENDPOINT_OPERATIONS: Final[dict[str, str]] = {
@@ -215,6 +215,48 @@ def request_counts(batch: BatchRecord) -> dict[str, int]:
     }
 
 
+class InputTokensDetails(TypedDict):
+    cached_tokens: int
+
+
+class OutputTokensDetails(TypedDict):
+    reasoning_tokens: int
+
+
+class VendorBatchUsage(TypedDict):
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+
+
+def batch_usage(batch: BatchRecord) -> VendorBatchUsage | None:
+    """The Batch object's `usage`: the tokens of the answers delivered (the output file's
+    lines, as charged), summed over the lanes once Finalize counted them (`lane_tallies`);
+    None before. Input tokens include those read from the prompt cache (`cached_tokens`);
+    reasoning tokens are not told apart from the other output tokens (0)."""
+    if batch.lane_tallies is None:
+        return None
+    tallies = [LaneTally.from_dict(tally) for tally in batch.lane_tallies.values()]
+    prompt = sum(tally.prompt_tokens for tally in tallies)
+    completion = sum(tally.completion_tokens for tally in tallies)
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": sum(t.cache.cached_input_tokens for t in tallies)},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + completion,
+    }
+
+
+def batch_model(batch: BatchRecord) -> str | None:
+    """The Batch object's `model`: the one model its requests name; None when they name
+    several (a vendor batch runs one model, ours may route many)."""
+    models = {model for chunk in batch.chunk_models or () for model in chunk}
+    return models.pop() if len(models) == 1 else None
+
+
 def output_files(batch: BatchRecord) -> tuple[str | None, str | None]:
     """(output_file_id, error_file_id) as the vendor fills them: once the batch is terminal,
     the output file when some request succeeded, the error file when some failed."""
@@ -247,6 +289,7 @@ class VendorBatchView(TypedDict):
     id: str
     object: Literal["batch"]
     endpoint: str | None
+    model: str | None
     input_file_id: str | None
     completion_window: str
     status: VendorStatus
@@ -263,6 +306,7 @@ class VendorBatchView(TypedDict):
     cancelling_at: int | None
     cancelled_at: int | None
     request_counts: dict[str, int]
+    usage: VendorBatchUsage | None
     metadata: dict[str, str] | None
     body_format: str
 
@@ -311,6 +355,7 @@ def batch_object(batch: BatchRecord) -> VendorBatchView:
         "id": batch.batch_id,
         "object": "batch",
         "endpoint": compat.endpoint,
+        "model": batch_model(batch),
         "input_file_id": compat.input_file_id,
         "completion_window": compat.completion_window or COMPLETION_WINDOW,
         "status": status,
@@ -329,6 +374,7 @@ def batch_object(batch: BatchRecord) -> VendorBatchView:
         "cancelling_at": unix(changed) if state == "canceled" else None,
         "cancelled_at": unix(finalized_at) if status == "cancelled" else None,
         "request_counts": request_counts(batch),
+        "usage": batch_usage(batch),
         "metadata": dict(batch.metadata) if batch.metadata else None,
         "body_format": compat.body_format or DEFAULT_BODY_FORMAT,
     }
