@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from moto import mock_aws
 
+from batchroute.clock import SystemClock
 from batchroute.domain.catalog.catalog import Lane, LanePrice
 from batchroute.providers.base import ProviderResult
 from batchroute.providers.bedrock import BatchSettings, BedrockBatch, BedrockClients, BedrockConverse
@@ -28,6 +29,7 @@ from batchroute.services.workflow.submits import RememberedSubmits
 from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer
+from tests.unit.test_remembered_submits import LaneNote
 
 # The catalog's id: us-east-1 serves Claude 3.5 Haiku on demand only through its US profile.
 CLAUDE = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
@@ -207,13 +209,13 @@ def test_an_invocation_that_died_after_bedrock_made_the_job_is_followed_by_no_se
 
     control.create_model_invocation_job = create_then_die
     batch = BedrockBatch("bedrock", stack.clients, BatchSettings(bucket=BUCKET, role_arn=ROLE, min_records=1))
-    noted: list[str] = []  # the lane record's `submitting`
+    note = LaneNote()  # the lane record's `submitting`
     items = Items(5)
     try:
         with pytest.raises(FunctionDied):
-            run(stack, items, RememberedSubmits(batch, chunk=0, note=noted.append))
+            run(stack, items, RememberedSubmits(batch, chunk=0, note=note.write, clock=SystemClock()))
         # When the step runs again: no job stored, the dead invocation's note left
-        again = RememberedSubmits(batch, chunk=0, note=noted.append, left=noted[-1])
+        again = RememberedSubmits(batch, chunk=0, note=note.write, clock=SystemClock(), left=note.value)
         outcome = run(stack, items, again)
     finally:
         del control.create_model_invocation_job

@@ -201,13 +201,23 @@ def test_a_page_token_it_did_not_give_is_refused(stack: Stack) -> None:
 
 
 def test_a_new_process_told_the_key_was_tried_takes_the_batch_a_dead_one_made(stack: Stack) -> None:
-    # Given: an invocation made the batch and died before storing it (its adapter is gone)
+    # Given: an invocation noted its submit, made the batch and died before storing it; the
+    # lane message came back 40 minutes later, and other lanes made batches meanwhile
+    noted = int(stack.clock[0])
     chunk = [item({"input": "First."}, custom_id="seq-0")]
     made = adapter(stack, httpx.HTTPTransport()).submit(chunk, key="k1")
-    # When the next invocation's adapter is told the key was tried (the lane record's note)
+    stack.clock[0] += 2400
+    others = adapter(stack, httpx.HTTPTransport())
+    for n in range(3):
+        others.submit([item({"input": f"n{n}"})], key=f"other-{n}")
+    # When the next invocation's adapter is told the key was tried then (the lane record's note)
     transport = LosesAnswers(lose=0)
     fresh = adapter(stack, transport)
-    fresh.assume_tried("k1")
-    # Then its first try looks, and takes that batch: no second one made
+    fresh.assume_tried("k1", since=noted)
+    # Then its first try looks back to the note, and takes that batch: no second one made
     assert fresh.submit(chunk, key="k1") == made
     assert transport.creates() == 0 and LIST in transport.calls
+    # (without the note's time, the 15 minutes before the newest batch would not reach it)
+    blind = adapter(stack, LosesAnswers(lose=0))
+    blind.assume_tried("k1")
+    assert blind.submit(chunk, key="k1") != made

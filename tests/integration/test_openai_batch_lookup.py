@@ -182,15 +182,26 @@ def test_a_limit_out_of_range_is_refused_as_openai_refuses_it(
 def test_a_new_process_told_the_key_was_tried_takes_the_batch_a_dead_one_made(
     vendor: tuple[str, OpenAIEmulator, Clock],
 ) -> None:
-    base_url, emulator, _ = vendor
+    base_url, emulator, clock = vendor
     chunk = [request("seq-0"), request("seq-1", tools=[WEB_SEARCH])]
-    # Given: an invocation made both parts' batches and died before storing them
+    # Given: an invocation noted its submit, made both parts' batches and died before storing
+    # them; the lane message came back 40 minutes later (past the visibility time-out), and
+    # other lanes made batches on the account meanwhile
+    noted = int(clock.now)
     made = adapter(base_url, httpx.HTTPTransport()).submit(chunk, key="k1")
-    # When the next invocation's adapter is told the key was tried (the lane record's note)
+    clock.now += 2400
+    others = adapter(base_url, httpx.HTTPTransport())
+    for n in range(3):
+        others.submit([request(f"n{n}")], key=f"other-{n}")
+    # When the next invocation's adapter is told the key was tried then (the lane record's note)
     transport = LosesAnswers(lose=0)
     fresh = adapter(base_url, transport)
-    fresh.assume_tried("k1")
-    # Then its first try looks, and takes those batches: none made a second time
+    fresh.assume_tried("k1", since=noted)
+    # Then its first try looks back to the note, and takes those batches: none made again
     assert fresh.submit(chunk, key="k1") == made
     assert ("POST", "/batches") not in transport.calls and ("GET", "/batches") in transport.calls
-    assert len(batches_of(emulator)) == 2
+    assert len(batches_of(emulator)) == 5
+    # (without the note's time, the 15 minutes before the newest batch would not reach them)
+    blind = adapter(base_url, LosesAnswers(lose=0))
+    blind.assume_tried("k1")
+    assert blind.submit(chunk, key="k1") != made

@@ -1,16 +1,21 @@
 """A batch lane's job submits are noted on the lane record before they begin, and an invocation
-that died in mid-submit leaves its key for the next to take (services/workflow/submits.py)."""
+that died in mid-submit leaves its key for the next to claim (services/workflow/submits.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from batchroute.clock import FixedClock
 from batchroute.providers.base import ProviderRequest, TransientProviderError
-from batchroute.services.workflow.submits import RememberedSubmits, items_digest
+from batchroute.services.workflow.submits import Note, RememberedSubmits, items_digest
 from tests.unit.test_lane_runner_batch import FakeVendor
+
+CLOCK = FixedClock(datetime(2026, 12, 2, 8, 0, tzinfo=UTC))
+NOW = int(CLOCK.now().timestamp())
 
 
 def requests(*seqs: int) -> list[ProviderRequest]:
@@ -22,63 +27,102 @@ class LooksUp(FakeVendor):
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
-        self.assumed: list[str] = []
+        self.assumed: list[tuple[str, int | None]] = []
 
-    def assume_tried(self, key: str) -> None:
-        self.assumed.append(key)
+    def assume_tried(self, key: str, *, since: int | None = None) -> None:
+        self.assumed.append((key, since))
+
+
+class LaneNote:
+    """The lane record's `submitting`, written as BatchProgress.note_submitting writes it."""
+
+    def __init__(self, value: str | None = None) -> None:
+        self.value = value
+        self.written: list[str] = []
+
+    def write(self, mark: str, expect: str | None = None) -> bool:
+        if expect is not None and self.value != expect:
+            return False
+        self.value = mark
+        self.written.append(mark)
+        return True
+
+    def store_job(self) -> None:
+        """`set_job`: the job stored, the note cleared in the same write."""
+        self.value = None
+
+
+def submits_of(vendor: FakeVendor, note: LaneNote, *, chunk: int = 3) -> RememberedSubmits:
+    return RememberedSubmits(vendor, chunk=chunk, note=note.write, clock=CLOCK, left=note.value)
 
 
 def test_each_submit_is_noted_before_it_begins_and_its_retries_keep_its_key() -> None:
-    notes: list[str] = []
+    note = LaneNote()
     vendor = FakeVendor(submit_failures=1)
-    submits = RememberedSubmits(vendor, chunk=3, note=notes.append)
+    submits = submits_of(vendor, note)
     part = requests(0, 1)
     with pytest.raises(TransientProviderError):
         submits.submit(part, key="k-runner")
     submits.submit(part, key="k-runner")  # the runner's retry of the same submission
-    # One note, made before the first try; both tries under that key
-    assert len(notes) == 1 and notes[0].startswith(f"3:{items_digest(part)}:")
-    assert vendor.keys == ["k-runner", "k-runner"] == [notes[0].split(":", 2)[2]] * 2
+    # One note, made before the first try, with its time; both tries under that key
+    assert note.written == [f"3:{items_digest(part)}:{NOW}:k-runner"]
+    assert vendor.keys == ["k-runner", "k-runner"]
     # Another submission (the next part): a note of its own
     submits.submit(requests(2), key="k-next")
-    assert len(notes) == 2 and notes[1] == f"3:{items_digest(requests(2))}:k-next"
+    assert note.written[1:] == [f"3:{items_digest(requests(2))}:{NOW}:k-next"]
 
 
 def test_an_invocation_that_died_mid_submit_leaves_its_key_to_the_next() -> None:
     part = requests(0, 1)
-    left = f"3:{items_digest(part)}:k-dead"
-    # The same items of the same chunk: the dead invocation's key, looked for by an adapter
-    # that can look
+    dead = Note(3, items_digest(part), NOW - 2400, "k-dead").mark()
+    note = LaneNote(dead)
+    # The same items of the same chunk: the dead invocation's key claimed (its note as it
+    # is), and looked for among the jobs made since that invocation noted it
     vendor = LooksUp()
-    notes: list[str] = []
-    submits = RememberedSubmits(vendor, chunk=3, note=notes.append, left=left)
+    submits = submits_of(vendor, note)
     submits.submit(part, key="k-new")
-    assert vendor.keys == ["k-dead"] and vendor.assumed == ["k-dead"] and notes == [left]
+    assert vendor.keys == ["k-dead"] and vendor.assumed == [("k-dead", NOW - 2400)]
+    assert note.written == [dead] and note.value == dead
     # ... once only: the next submission has its own key
     submits.submit(requests(2), key="k-other")
     assert vendor.keys[-1] == "k-other"
 
 
+def test_a_note_whose_job_was_stored_since_it_was_read_is_not_claimed() -> None:
+    # Given a second worker that read the first's note while it was submitting
+    part = requests(0, 1)
+    first = Note(3, items_digest(part), NOW, "k-first").mark()
+    note = LaneNote(first)
+    vendor = LooksUp()
+    second = submits_of(vendor, note)
+    # When the first stores its job (maybe reads its answers: spent) before the second submits
+    note.store_job()
+    second.submit(part, key="k-second")
+    # Then the second neither takes that job nor writes the old note back: a key of its own
+    assert vendor.keys == ["k-second"] and vendor.assumed == []
+    assert note.value == f"3:{items_digest(part)}:{NOW}:k-second" and first not in note.written
+
+
 @pytest.mark.parametrize(
     ("left", "why"),
     [
-        ("4:{digest}:k-dead", "another chunk"),
-        ("3:0000:k-dead", "other items"),
+        ("4:{digest}:1:k-dead", "another chunk"),
+        ("3:0000:1:k-dead", "other items"),
+        ("3:{digest}:k-dead", "not a note"),
         (None, "nothing left"),
     ],
 )
 def test_a_note_of_something_else_is_not_taken(left: str | None, why: str) -> None:
     part = requests(0, 1)
     vendor = LooksUp()
-    noted = left.format(digest=items_digest(part)) if left else None
-    submits = RememberedSubmits(vendor, chunk=3, note=lambda _mark: None, left=noted)
-    submits.submit(part, key="k-new")
+    note = LaneNote(left.format(digest=items_digest(part)) if left else None)
+    submits_of(vendor, note).submit(part, key="k-new")
     assert vendor.keys == ["k-new"] and vendor.assumed == [], why
 
 
 def test_everything_else_is_the_vendor_s() -> None:
     vendor = FakeVendor()
-    submits = RememberedSubmits(vendor, chunk=0, note=lambda _mark: None)
+    submits = submits_of(vendor, LaneNote(), chunk=0)
     job = submits.submit(requests(0), key="k")
     assert (submits.slug, submits.min_requests) == (vendor.slug, vendor.min_requests)
     assert submits.poll(job) == vendor.poll(job)

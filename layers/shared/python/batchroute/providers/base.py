@@ -352,18 +352,21 @@ class SyncProvider(Protocol):
 class SubmitTry:
     """One try of a keyed batch submission (SubmitTries.trying)."""
 
-    retried: bool  # the key was tried before in this process, and that try was not answered
+    retried: bool  # the key was tried before, and that try was not answered
+    # The earliest moment (Unix seconds) the lost try could have made its job, when known (a
+    # dead invocation's note); None: the adapter's own look-back window
+    since: int | None = None
 
-    def made_before(self, look_up: Callable[[], str | None]) -> str | None:
-        """The job a lost earlier try made, by `look_up` (OpenAI, Gemini: their vendors have
-        no idempotency token), on a retry only. None (make the job) on a first try, or when
-        the vendor refused the look-up itself (a key allowed to create batches but not to
-        list them), since a look-up must never fail a submit that creating would serve. A
+    def made_before(self, look_up: Callable[[int | None], str | None]) -> str | None:
+        """The job a lost earlier try made, by `look_up(since)` (OpenAI, Gemini: their vendors
+        have no idempotency token), on a retry only. None (make the job) on a first try, or
+        when the vendor refused the look-up itself (a key allowed to create batches but not
+        to list them), since a look-up must never fail a submit that creating would serve. A
         transient error propagates: the submit is tried again, and looks again."""
         if not self.retried:
             return None
         try:
-            return look_up()
+            return look_up(self.since)
         except TransientProviderError:
             raise
         except ProviderError:
@@ -372,28 +375,30 @@ class SubmitTry:
 
 @dataclass
 class SubmitTries:
-    """The keys of a batch adapter's submissions tried in this process and not yet answered:
-    a key tried again is a retry, whose first try may have made its job. A try answered, or
-    failed for good, forgets its key; one that failed transiently keeps it (the lane runner
-    tries again with the same key). A key whose retries ran out is never answered, so only
-    the newest MAX_UNANSWERED_KEYS are kept: a warm function's memory stays bounded, and a
-    retry comes seconds after its try, long before its key could be the oldest."""
+    """The keys of a batch adapter's submissions tried and not yet answered: a key tried
+    again is a retry, whose first try may have made its job. A try answered, or failed for
+    good, forgets its key; one that failed transiently keeps it (the lane runner tries again
+    with the same key). A key whose retries ran out is never answered, so only the newest
+    MAX_UNANSWERED_KEYS are kept: a warm function's memory stays bounded, and a retry comes
+    seconds after its try, long before its key could be the oldest."""
 
-    _unanswered: dict[str, None] = field(default_factory=dict)  # oldest first
+    _unanswered: dict[str, int | None] = field(default_factory=dict)  # key -> since; oldest first
 
-    def assume_tried(self, key: str) -> None:
-        """`key` was tried, elsewhere, without an answer (an invocation that died between the
-        vendor making its job and storing it: services/workflow/submits.py)."""
+    def assume_tried(self, key: str, *, since: int | None = None) -> None:
+        """`key` was tried, perhaps elsewhere, without an answer: by an invocation that died
+        between the vendor making its job and storing it, which began at `since`
+        (services/workflow/submits.py)."""
         self._unanswered.pop(key, None)
-        self._unanswered[key] = None
+        self._unanswered[key] = since
         while len(self._unanswered) > MAX_UNANSWERED_KEYS:
             del self._unanswered[next(iter(self._unanswered))]
 
     @contextmanager
     def trying(self, key: str | None) -> Iterator[SubmitTry]:
-        attempt = SubmitTry(retried=bool(key) and key in self._unanswered)
+        retried = bool(key) and key in self._unanswered
+        attempt = SubmitTry(retried=retried, since=self._unanswered.get(key) if key else None)
         if key:
-            self.assume_tried(key)
+            self.assume_tried(key, since=attempt.since)
         try:
             yield attempt
         except TransientProviderError:
@@ -405,6 +410,9 @@ class SubmitTries:
 
 
 MAX_UNANSWERED_KEYS: Final = 1024
+# How far our clock and a vendor's may disagree: a look-up back to a noted moment reads this
+# much further back.
+CLOCK_SKEW_SECONDS: Final = 300
 
 
 @runtime_checkable
@@ -412,10 +420,11 @@ class LooksUpLostJobs(Protocol):
     """A batch adapter whose vendor has no idempotency token but keeps our key on the job, so
     a submission tried before can be looked for instead of made again (OpenAI, Gemini)."""
 
-    def assume_tried(self, key: str) -> None:
-        """Treat `key` as tried before without an answer: its next submit first looks for the
-        job that try made (an invocation that died between the vendor making the job and
-        storing it: services/workflow/submits.py)."""
+    def assume_tried(self, key: str, *, since: int | None = None) -> None:
+        """Treat `key` as tried before without an answer, that try begun at `since` (Unix
+        seconds): its next submit first looks for the job that try made, among those made
+        since then (an invocation that died between the vendor making the job and storing
+        it: services/workflow/submits.py)."""
         ...
 
 

@@ -109,7 +109,7 @@ def _hand_over_update(
             "completed = if_not_exists(completed, :zero) + :completed, "
             "failed = if_not_exists(failed, :zero) + :failed, "
             "handed_over = if_not_exists(handed_over, :zero) + :handed, "
-            f"{usage_adds} REMOVE job, job_chunk, partial_chunk",
+            f"{usage_adds} REMOVE job, job_chunk, partial_chunk, submitting",
             "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT} AND #status IN (:pending, :running)",
             "ExpressionAttributeNames": {"#status": "status", "#usage": "usage"},
             "ExpressionAttributeValues": {k: to_value(v) for k, v in values.items()},
@@ -191,7 +191,7 @@ class BatchProgress(DynamoStore):
         return self._update_lane(
             batch_id,
             lane_key,
-            "SET " + ", ".join(sets) + " REMOVE job, job_chunk, partial_chunk",
+            "SET " + ", ".join(sets) + " REMOVE job, job_chunk, partial_chunk, submitting",
             condition="attribute_exists(pk) AND #status IN (:pending, :running)",
             names={"#status": "status"},
             values=values,
@@ -210,10 +210,19 @@ class BatchProgress(DynamoStore):
                 values={":job": job_item(job), ":chunk": chunk},
             )
 
-    def note_submitting(self, batch_id: str, lane_key: str, mark: str) -> None:
+    def note_submitting(self, batch_id: str, lane_key: str, mark: str, expect: str | None = None) -> bool:
         """A vendor job submit about to begin (services/workflow/submits.py), until its job is
-        stored (`set_job`)."""
-        self._update_lane(batch_id, lane_key, "SET submitting = :mark", values={":mark": mark})
+        stored (`set_job`); with `expect`, only over that note (False: it is gone, its job
+        stored since, or another's note over it)."""
+        if expect is None:
+            return self._update_lane(batch_id, lane_key, "SET submitting = :mark", values={":mark": mark})
+        return self._update_lane(
+            batch_id,
+            lane_key,
+            "SET submitting = :mark",
+            condition="attribute_exists(pk) AND submitting = :left",
+            values={":mark": mark, ":left": expect},
+        )
 
     def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None:
         """`chunk` has some results saved as a partial file (the lane left it half done)."""
@@ -284,7 +293,7 @@ class BatchProgress(DynamoStore):
                 "UpdateExpression": "SET #status = :canceled, "
                 "canceled = if_not_exists(canceled, :zero) + :n, running_items = :zero, "
                 "finished_at = :at, updated_at = :at, latest_error = :reason "
-                "REMOVE job, job_chunk, partial_chunk",
+                "REMOVE job, job_chunk, partial_chunk, submitting",
                 "ConditionExpression": "attribute_exists(pk) AND #status IN (:pending, :running)",
                 "ExpressionAttributeNames": {"#status": "status"},
                 "ExpressionAttributeValues": {

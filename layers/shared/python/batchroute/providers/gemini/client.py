@@ -117,9 +117,9 @@ class GeminiBatches:
     min_requests = 1  # (not a field: no annotation)
     _tries: base.SubmitTries = field(default_factory=base.SubmitTries, init=False, repr=False)
 
-    def assume_tried(self, key: str) -> None:
+    def assume_tried(self, key: str, *, since: int | None = None) -> None:
         """LooksUpLostJobs: an invocation that died may have made `key`'s batch."""
-        self._tries.assume_tried(key)
+        self._tries.assume_tried(key, since=since)
 
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in the batch's displayName (`batchroute <key>`). Batch mode has no
@@ -138,10 +138,11 @@ class GeminiBatches:
             made = attempt.made_before(partial(self._made_by, key, model)) if key else None
             return made or self._create(listed, key)
 
-    def _made_by(self, key: str, model: str) -> str | None:
+    def _made_by(self, key: str, model: str, noted: int | None) -> str | None:
         """The name of the batch a lost try of submission `key` made for `model`, still of use
         (one failed, cancelled or expired is not: a new one is made). Every page is read, up
-        to LOOKUP_PAGES: Google documents no order for the listing."""
+        to LOOKUP_PAGES: Google documents no order for the listing. Made since `noted` (when that
+        try began, less CLOCK_SKEW_SECONDS), else LOOKUP_WINDOW_SECONDS before the newest."""
         listed: list[transform.ListedBatch] = []
         token = ""
         for _ in range(LOOKUP_PAGES):
@@ -151,7 +152,8 @@ class GeminiBatches:
             token = str(page.get("nextPageToken") or "") if isinstance(page, dict) else ""
             if not token:  # the last page
                 break
-        return transform.made_by(listed, window_seconds=LOOKUP_WINDOW_SECONDS)
+        not_before = noted - base.CLOCK_SKEW_SECONDS if noted is not None else None
+        return transform.made_by(listed, window_seconds=LOOKUP_WINDOW_SECONDS, not_before=not_before)
 
     def _create(self, requests: list[base.ProviderRequest], key: str | None) -> str:
         created = self.http.request_json(

@@ -922,13 +922,15 @@ def listed_batches(page: object, *, key: str, model: str) -> list[ListedBatch]:
     return found
 
 
-def made_by(listed: Sequence[ListedBatch], *, window_seconds: float) -> str | None:
-    """The newest batch `taken` among those listed, made at most `window_seconds` before the
-    newest listed: Google documents no list order, so the window is measured on the whole
-    listing, never on where in it a batch comes."""
+def made_by(
+    listed: Sequence[ListedBatch], *, window_seconds: float, not_before: float | None = None
+) -> str | None:
+    """The newest batch `taken` among those listed, made at or after `not_before`, else at
+    most `window_seconds` before the newest listed: Google documents no list order, so the
+    window is measured on the whole listing, never on where in it a batch comes."""
     if not listed:
         return None
-    since = max(b.created for b in listed) - window_seconds
+    since = not_before if not_before is not None else max(b.created for b in listed) - window_seconds
     kept = [b for b in listed if b.taken and b.created >= since]
     return max(kept, key=lambda b: (b.created, b.name)).name if kept else None
 

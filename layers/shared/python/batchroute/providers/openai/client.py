@@ -134,9 +134,9 @@ class OpenAIBatch(_RoutedAdapter):
     min_requests = 1
     _tries: base.SubmitTries = field(default_factory=base.SubmitTries, init=False, repr=False)
 
-    def assume_tried(self, key: str) -> None:
+    def assume_tried(self, key: str, *, since: int | None = None) -> None:
         """LooksUpLostJobs: an invocation that died may have made `key`'s batch."""
-        self._tries.assume_tried(key)
+        self._tries.assume_tried(key, since=since)
 
     def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         """`key` goes in each part's metadata (`batchroute_key`) at OpenAI itself (a compatible
@@ -167,11 +167,13 @@ class OpenAIBatch(_RoutedAdapter):
             with suppress(base.ProviderError):
                 self.cancel(job_id)
 
-    def _made_by(self, key: str | None, endpoint: str) -> str | None:
+    def _made_by(self, key: str | None, endpoint: str, noted: int | None) -> str | None:
         """The id of the batch a lost try of submission `key` made for `endpoint`, still
-        running or done (one cancelled or failed is of no use: a new one is made)."""
+        running or done (one cancelled or failed is of no use: a new one is made). Batches
+        are read newest first back to `noted` (when that try began, less CLOCK_SKEW_SECONDS),
+        else LOOKUP_WINDOW_SECONDS before the newest listed."""
         after: str | None = None
-        since: int | None = None
+        since = noted - base.CLOCK_SKEW_SECONDS if noted is not None else None
         for _ in range(LOOKUP_PAGES):
             page = self.http.request_json(
                 "GET", "/batches", params={"limit": "100", **({"after": after} if after else {})}

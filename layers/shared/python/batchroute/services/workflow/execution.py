@@ -566,7 +566,8 @@ class LaneExecutor:
         return RememberedSubmits(
             self.registry.batch_api(lane.provider),
             chunk=chunk.number,
-            note=lambda mark: self.progress.note_submitting(batch_id, lane.lane_key, mark),
+            note=partial(self.progress.note_submitting, batch_id, lane.lane_key),
+            clock=self.clock,
             left=lane.submitting,
         )
 

@@ -3,12 +3,14 @@
 A Lambda can die between the vendor making a job and the lane record storing it (`on_job`):
 the next invocation finds no job for the chunk and submits its items again, and a vendor
 without an idempotency token makes a second job, both billed. So each submit first notes
-`<chunk>:<digest of its items' custom ids>:<key>` on the lane record (`submitting`), and
-storing the job clears it. An invocation that finds the note for its chunk and submits the
-same items first (the same digest) uses the noted key: Bedrock answers the job it made
-(`clientRequestToken`), and OpenAI and Gemini look for it by that key (`LooksUpLostJobs`).
-A job once stored never clears back to a note, so a job whose answers were read (a worker
-that died after the vendor answered) is never taken again: its items get a new key and job.
+`<chunk>:<digest of its items' custom ids>:<when, Unix seconds>:<key>` on the lane record
+(`submitting`), and storing the job clears it. An invocation that finds the note for its
+chunk and submits the same items first (the same digest) claims the noted key, on condition
+that the note is still there: Bedrock answers the job it made (`clientRequestToken`), and
+OpenAI and Gemini look for it by that key among the jobs made since the note
+(`LooksUpLostJobs`). A job once stored clears the note in the same write, so a job whose
+answers were read (a worker that died after the vendor answered) is never taken again: a
+claim that finds the note gone uses a key of its own, and no claim ever writes a note back.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from batchroute.clock import Clock
 from batchroute.providers.base import (
     BatchApiProvider,
     JobStatus,
@@ -25,6 +29,9 @@ from batchroute.providers.base import (
     ProviderRequest,
     ProviderResult,
 )
+
+# Writes a note on the lane record; with `expect`, only over that note (False: it was gone).
+NoteWriter = Callable[[str, str | None], bool]
 
 
 def items_digest(requests: Iterable[ProviderRequest]) -> str:
@@ -34,15 +41,33 @@ def items_digest(requests: Iterable[ProviderRequest]) -> str:
     return digest.hexdigest()[:24]
 
 
+class Note(NamedTuple):
+    chunk: int
+    digest: str
+    at: int  # when the submit began, Unix seconds (our clock)
+    key: str
+
+    def mark(self) -> str:
+        return f"{self.chunk}:{self.digest}:{self.at}:{self.key}"
+
+    @classmethod
+    def read(cls, mark: str | None) -> Note | None:
+        parts = (mark or "").split(":", 3)
+        if len(parts) != 4 or not parts[0].isdecimal() or not parts[2].isdecimal() or not parts[3]:
+            return None
+        return cls(int(parts[0]), parts[1], int(parts[2]), parts[3])
+
+
 @dataclass(eq=False)
 class RememberedSubmits:
     """A BatchApiProvider that notes each submit's key before it begins (`note`), and whose
-    first submit takes the key an invocation that died left noted (`left`) when it submits
-    the same items of the same chunk."""
+    first submit claims the key an invocation that died left noted (`left`) when it submits
+    the same items of the same chunk and the note is still there."""
 
     provider: BatchApiProvider
     chunk: int
-    note: Callable[[str], None]
+    note: NoteWriter
+    clock: Clock
     left: str | None = None
     slug: str = field(init=False)
     _keys: dict[str, str] = field(default_factory=dict)
@@ -59,19 +84,26 @@ class RememberedSubmits:
         asked = key or uuid.uuid4().hex
         chosen = self._keys.get(asked)
         if chosen is None:  # this submission's first try: its key, noted before it begins
-            chosen = self._resumed(items_digest(listed)) or asked
+            digest = items_digest(listed)
+            chosen = self._claimed(digest) or self._noted(digest, asked)
             self._keys[asked] = chosen
-            self.note(f"{self.chunk}:{items_digest(listed)}:{chosen}")
         return self.provider.submit(listed, key=chosen)
 
-    def _resumed(self, digest: str) -> str | None:
-        """The key the died invocation noted, for the same items of this chunk; once only."""
-        left, self.left = self.left, None
-        chunk, noted_digest, key = (left or "::").split(":", 2)
-        if not key or chunk != str(self.chunk) or noted_digest != digest:
+    def _claimed(self, digest: str) -> str | None:
+        """The key the dead invocation noted, for the same items of this chunk, if its note
+        is still there (it is claimed as it is); once only."""
+        raw, self.left = self.left, None
+        left = Note.read(raw)
+        if left is None or left.chunk != self.chunk or left.digest != digest:
+            return None
+        if not self.note(left.mark(), raw):  # stored (and cleared) since it was read
             return None
         if isinstance(self.provider, LooksUpLostJobs):
-            self.provider.assume_tried(key)
+            self.provider.assume_tried(left.key, since=left.at)
+        return left.key
+
+    def _noted(self, digest: str, key: str) -> str:
+        self.note(Note(self.chunk, digest, int(self.clock.now().timestamp()), key).mark(), None)
         return key
 
     def poll(self, job_id: str) -> JobStatus:
