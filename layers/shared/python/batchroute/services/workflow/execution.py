@@ -431,6 +431,13 @@ class LaneExecutor:
 
     def _finish_chunk(self, batch_id: str, lane: LaneRecord, chunk: _Chunk, *, canceled: int = 0) -> None:
         lane_key = lane.lane_key
+        fresh = self.progress.get_lane(batch_id, lane_key)
+        if fresh is not None and lane_chunk_done(fresh, chunk.number):
+            # Another worker running this lane at once (a message delivered twice) finished
+            # the chunk first, its result file written before: it stands. This one's answers
+            # (perhaps from a job the other had already read, so failed) never overwrite it.
+            logger.info("chunk finished by another worker", extra={"batch_id": batch_id, "lane": lane_key})
+            return
         self._write_results(batch_id, lane_key, chunk)
         self.progress.finish_chunk(batch_id, lane_key, chunk.tally(canceled=canceled), at=self._now())
         self._drop_partial(batch_id, lane_key, chunk)
