@@ -30,14 +30,14 @@ class Progress:
 
 class Artifacts:
     def __init__(self) -> None:
-        self.written: dict[str, list[ResultLine]] = {}
+        self.written: dict[str, list[ResultLine]] = {"partial": []}
 
     def write_lines(self, key: str, lines: list[ResultLine]) -> int:
         self.written[key] = list(lines)
         return len(lines)
 
     def delete(self, key: str) -> None:
-        self.written.pop(key, None)
+        self.written.pop("partial" if "partial" in key else key, None)
 
 
 def executor(progress: Progress, artifacts: Artifacts) -> LaneExecutor:
@@ -70,7 +70,7 @@ def lane(done: int) -> LaneRecord:
 
 
 def chunk_with_failed_answers() -> _Chunk:
-    chunk = _Chunk(number=0, position=0, first_ordinal=0, kept=[(0, {}), (1, {})])
+    chunk = _Chunk(number=0, position=0, first_ordinal=0, kept=[(0, {}), (1, {})], has_partial=True)
     for seq in (0, 1):
         chunk.results[seq] = {"seq": seq, "status": "failed", "error": {"code": "batch_job_forgotten"}}  # type: ignore[typeddict-item]
     return chunk
@@ -82,11 +82,23 @@ def test_a_chunk_another_worker_finished_first_keeps_its_result_file() -> None:
     progress, artifacts = Progress(finished), Artifacts()
     # When this worker (which read the lane before) comes to finish the chunk with its answers
     executor(progress, artifacts)._finish_chunk("batch_1", lane(done=0), chunk_with_failed_answers())
-    # Then nothing is written over the other's file, and the chunk is not counted again
+    # Then nothing is written over the other's file, the chunk is not counted again, and
+    # this worker's partial file of it is dropped
     assert artifacts.written == {} and progress.finished == []
+
+
+def test_a_chunk_another_worker_finished_first_is_not_handed_over_again() -> None:
+    # Given the other worker finished chunk 0; this one meets a failover (or a rescue) in it
+    progress, artifacts = Progress(lane(done=1)), Artifacts()
+    handed = executor(progress, artifacts)._hand_over(
+        "batch_1", lane(done=0), chunk_with_failed_answers(), lane(done=0), "failover"
+    )
+    # Then it writes nothing over the other's file and moves nothing on
+    assert handed is False and artifacts.written == {}
 
 
 def test_a_chunk_not_finished_yet_is_written_then_counted() -> None:
     progress, artifacts = Progress(lane(done=0)), Artifacts()
     executor(progress, artifacts)._finish_chunk("batch_1", lane(done=0), chunk_with_failed_answers())
-    assert len(artifacts.written) == 1 and len(progress.finished) == 1
+    assert len(artifacts.written) == 1 and "partial" not in artifacts.written
+    assert len(progress.finished) == 1

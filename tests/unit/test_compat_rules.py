@@ -180,6 +180,29 @@ def test_a_completed_batch_object_fills_counts_times_and_files() -> None:
     assert batch["failed_at"] is None and batch["cancelled_at"] is None and batch["errors"] is None
 
 
+def test_the_model_is_the_one_its_requests_name_whatever_prefix_counts_the_chunks_keep() -> None:
+    # A model split over lanes by shared prompt prefix keeps per-prefix counts beside it
+    # (lane_plan.prefix_count_key): still one model
+    one = replace(_batch("completed", finalized=True), chunk_models=[{"m": 3, "m#ab12": 2}, {"m": 1}])
+    assert batch_object(one)["model"] == "m"
+    two = replace(one, chunk_models=[{"m": 3}, {"n": 1}])
+    assert batch_object(two)["model"] is None
+
+
+def test_usage_is_the_delivered_answers_tokens_once_finalize_counted_them() -> None:
+    running = _batch("running", finalized=False)
+    assert batch_object(running)["usage"] is None
+    tallies = {
+        "L1": {"completed": 2, "failed": 1, "prompt_tokens": 30, "completion_tokens": 8, "cached_input_tokens": 10},
+        "L2": {"completed": 1, "failed": 0, "prompt_tokens": 5, "completion_tokens": 2, "late": 1},
+    }
+    done = replace(_batch("completed", finalized=True), lane_tallies=tallies)
+    usage = Batch.model_validate(batch_object(done)).usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.input_tokens_details.cached_tokens) == (35, 10)
+    assert (usage.output_tokens, usage.total_tokens) == (10, 45)
+
+
 def test_files_appear_only_when_terminal_and_only_with_lines() -> None:
     running = batch_object(_batch("running"))
     assert running["output_file_id"] is None and running["finalizing_at"] is None

@@ -19,6 +19,7 @@ from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineErr
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
 from batchroute.domain.chat.objects import ChatCompletionView, ServedBy, ToolCallView, chat_completion
 from batchroute.domain.routing.items import MAX_CUSTOMER_ITEM_ID
+from batchroute.domain.routing.lane_plan import is_prefix_count_key
 from batchroute.domain.workflow.results import ArtifactRow, LaneTally, LineUsage, PublicError
 from batchroute.ids import suffix_of
 
@@ -253,7 +254,7 @@ def batch_usage(batch: BatchRecord) -> VendorBatchUsage | None:
 def batch_model(batch: BatchRecord) -> str | None:
     """The Batch object's `model`: the one model its requests name; None when they name
     several (a vendor batch runs one model, ours may route many)."""
-    models = {model for chunk in batch.chunk_models or () for model in chunk}
+    models = {key for chunk in batch.chunk_models or () for key in chunk if not is_prefix_count_key(key)}
     return models.pop() if len(models) == 1 else None
 
 

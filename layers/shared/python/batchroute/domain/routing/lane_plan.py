@@ -78,6 +78,12 @@ def prefix_count_key(model: str, prefix: str) -> str:
     return f"{model}#{prefix}"
 
 
+def is_prefix_count_key(key: str) -> bool:
+    """A `chunk_models` key of a prefix's count (`prefix_count_key`), not a model's (a model
+    id never holds `#`: catalog/loader.py refuses one)."""
+    return "#" in key
+
+
 # A lane's `PrefixFilter` as its record stores it: one of the two lists ("except" is a keyword).
 PrefixFilterItem = TypedDict("PrefixFilterItem", {"only": list[str], "except": list[str]}, total=False)
 

@@ -431,16 +431,23 @@ class LaneExecutor:
 
     def _finish_chunk(self, batch_id: str, lane: LaneRecord, chunk: _Chunk, *, canceled: int = 0) -> None:
         lane_key = lane.lane_key
-        fresh = self.progress.get_lane(batch_id, lane_key)
-        if fresh is not None and lane_chunk_done(fresh, chunk.number):
-            # Another worker running this lane at once (a message delivered twice) finished
-            # the chunk first, its result file written before: it stands. This one's answers
-            # (perhaps from a job the other had already read, so failed) never overwrite it.
-            logger.info("chunk finished by another worker", extra={"batch_id": batch_id, "lane": lane_key})
+        if self._finished_elsewhere(batch_id, lane_key, chunk):
             return
         self._write_results(batch_id, lane_key, chunk)
         self.progress.finish_chunk(batch_id, lane_key, chunk.tally(canceled=canceled), at=self._now())
         self._drop_partial(batch_id, lane_key, chunk)
+
+    def _finished_elsewhere(self, batch_id: str, lane_key: str, chunk: _Chunk) -> bool:
+        """Another worker running this lane at once (a message delivered twice) finished, or
+        handed over, the chunk first, its result file written before: it stands, and this
+        one's answers (perhaps failures from a job the other had already read) are not written
+        over it. (Read just before writing: the two can still cross within that moment.)"""
+        fresh = self.progress.get_lane(batch_id, lane_key)
+        if fresh is None or not lane_chunk_done(fresh, chunk.number):
+            return False
+        logger.info("chunk finished by another worker", extra={"batch_id": batch_id, "lane": lane_key})
+        self._drop_partial(batch_id, lane_key, chunk)
+        return True
 
     def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
         """The chunk's answered items to its result file."""
@@ -669,7 +676,10 @@ class LaneExecutor:
         message: str,
         rest: LaneRecord | None = None,
     ) -> bool:
-        """The chunk's answered items written, then ONE transaction moves the rest on."""
+        """The chunk's answered items written, then ONE transaction moves the rest on; False
+        when another invocation moved the lane on first."""
+        if self._finished_elsewhere(batch_id, lane.lane_key, chunk):
+            return False
         self._write_results(batch_id, lane.lane_key, chunk)
         handed = self.progress.hand_over(
             batch_id, HandOver(lane.lane_key, successor, chunk.tally(), message, self._now(), rest)
