@@ -193,7 +193,7 @@ def test_usage_is_the_delivered_answers_tokens_once_finalize_counted_them() -> N
     running = _batch("running", finalized=False)
     assert batch_object(running)["usage"] is None
     tallies = {
-        "L1": {"completed": 2, "failed": 1, "prompt_tokens": 30, "completion_tokens": 8, "cached_input_tokens": 10},
+        "L1": {"completed": 2, "prompt_tokens": 30, "completion_tokens": 8, "cached_input_tokens": 10},
         "L2": {"completed": 1, "failed": 0, "prompt_tokens": 5, "completion_tokens": 2, "late": 1},
     }
     done = replace(_batch("completed", finalized=True), lane_tallies=tallies)
