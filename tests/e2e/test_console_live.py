@@ -104,16 +104,18 @@ def test_a_file_too_large_to_paste_goes_to_storage_by_signed_url_and_is_quoted(
     content = ("\n".join(json.dumps(row) for row in rows) + "\n").encode()
     assert 2 * MULTIPART_BYTES < len(content) < 3 * MULTIPART_BYTES
     with signed_in_page(browser, local_stack, VIEWPORT, "large") as page:
-        # And storage that fails the first PUT it is sent (a dropped connection's 500), and
-        # refuses part 2's first URL once as an expired one (403), so that part is signed again
+        # And storage that fails part 1's first PUT (a dropped connection's 500), and refuses
+        # part 2's first URL once as an expired one (403), so that part is signed again
         puts: list[str] = []
+        dropped: list[str] = []
         refused: list[str] = []
         resigned: list[str] = []
 
         def storage_fails(route: Route) -> None:
             url = route.request.url
             puts.append(url)
-            if len(puts) == 1:
+            if "partNumber=1&" in url + "&" and not dropped:
+                dropped.append(url)
                 route.fulfill(status=500, body="InternalError")
             elif "partNumber=2&" in url + "&" and not refused:
                 refused.append(url)
