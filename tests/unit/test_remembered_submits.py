@@ -33,6 +33,19 @@ class LooksUp(FakeVendor):
         self.assumed.append((key, since))
 
 
+class Watched(FakeVendor):
+    """A vendor that sees what the lane record's note says as each submit reaches it."""
+
+    def __init__(self, note: LaneNote, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.note = note
+        self.seen: list[str | None] = []
+
+    def submit(self, requests: Iterable[ProviderRequest], *, key: str | None = None) -> str:
+        self.seen.append(self.note.value)
+        return super().submit(requests, key=key)
+
+
 class LaneNote:
     """The lane record's `submitting`, written as BatchProgress.note_submitting writes it."""
 
@@ -58,14 +71,16 @@ def submits_of(vendor: FakeVendor, note: LaneNote, *, chunk: int = 3) -> Remembe
 
 def test_each_submit_is_noted_before_it_begins_and_its_retries_keep_its_key() -> None:
     note = LaneNote()
-    vendor = FakeVendor(submit_failures=1)
+    vendor = Watched(note, submit_failures=1)
     submits = submits_of(vendor, note)
     part = requests(0, 1)
     with pytest.raises(TransientProviderError):
         submits.submit(part, key="k-runner")
     submits.submit(part, key="k-runner")  # the runner's retry of the same submission
-    # One note, made before the first try, with its time; both tries under that key
+    # One note, made before the first try (the vendor finds it there), with its time; both
+    # tries under that key
     assert note.written == [f"3:{items_digest(part)}:{NOW}:k-runner"]
+    assert vendor.seen == note.written * 2
     assert vendor.keys == ["k-runner", "k-runner"]
     # Another submission (the next part): a note of its own
     submits.submit(requests(2), key="k-next")
