@@ -77,17 +77,7 @@ def test_a_worker_dying_as_it_lets_a_finished_job_go_loses_no_answer(
 ) -> None:
     # Given a worker that dies once per lane as it lets its finished vendor job go (the lane
     # record's `job` cleared), after the vendor's answers were read
-    original = BatchProgress.set_job
-    died: set[str] = set()
-
-    def dies_once(self: BatchProgress, batch_id: str, lane_key: str, job: Any, *, chunk: int) -> None:
-        if job is None and lane_key not in died:
-            died.add(lane_key)
-            pipeline.faults.add("worker:died_letting_job_go")
-            raise RuntimeError("injected: the worker died as it cleared the finished job")
-        original(self, batch_id, lane_key, job, chunk=chunk)
-
-    monkeypatch.setattr(BatchProgress, "set_job", dies_once)
+    died = set_job_dies_once(pipeline, monkeypatch, letting_go=True, fault="died_letting_job_go")
     # When the batch runs (the message comes back; the lane record still names the spent job)
     outcome = run_and_check(pipeline, mixed_items())
     # Then the answers kept before the job went are the chunk's: every item answered once
@@ -100,16 +90,7 @@ def test_a_worker_dying_after_the_vendor_made_its_job_makes_no_second_job(
 ) -> None:
     # Given a worker that dies once per lane after OpenAI made its batch job, before the lane
     # record stored it (the submit noted on the lane record, the job not)
-    original = BatchProgress.set_job
-    died: set[str] = set()
-
-    def dies_once(self: BatchProgress, batch_id: str, lane_key: str, job: Any, *, chunk: int) -> None:
-        if job is not None and lane_key not in died:
-            died.add(lane_key)
-            pipeline.faults.add("worker:died_before_storing_job")
-            raise RuntimeError("injected: the worker died before storing the vendor's job")
-        original(self, batch_id, lane_key, job, chunk=chunk)
-
+    died = set_job_dies_once(pipeline, monkeypatch, letting_go=False, fault="died_before_storing_job")
     made: list[frozenset[str]] = []  # the custom ids of each batch OpenAI made
     submit_part = OpenAIBatch._submit_part
 
@@ -117,7 +98,6 @@ def test_a_worker_dying_after_the_vendor_made_its_job_makes_no_second_job(
         made.append(frozenset(r.custom_id for r in requests))
         return submit_part(self, endpoint, requests, key)
 
-    monkeypatch.setattr(BatchProgress, "set_job", dies_once)
     monkeypatch.setattr(OpenAIBatch, "_submit_part", counted)
     # When the batch runs (the message comes back; the lane record names no job)
     outcome = run_and_check(pipeline, mixed_items())
@@ -126,3 +106,22 @@ def test_a_worker_dying_after_the_vendor_made_its_job_makes_no_second_job(
     assert died and made
     assert sum(len(ids) for ids in made) == len(frozenset().union(*made))
     assert {r["status"] for r in outcome.rows} == {"completed"}
+
+
+def set_job_dies_once(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, *, letting_go: bool, fault: str
+) -> set[str]:
+    """A worker that dies once per lane in `BatchProgress.set_job`: as it lets its finished
+    vendor job go (`letting_go`), or as it stores a job the vendor made. The lanes it died in."""
+    original = BatchProgress.set_job
+    died: set[str] = set()
+
+    def dies_once(self: BatchProgress, batch_id: str, lane_key: str, job: Any, *, chunk: int) -> None:
+        if (job is None) == letting_go and lane_key not in died:
+            died.add(lane_key)
+            pipeline.faults.add(f"worker:{fault}")
+            raise RuntimeError(f"injected: the worker died in set_job ({fault})")
+        original(self, batch_id, lane_key, job, chunk=chunk)
+
+    monkeypatch.setattr(BatchProgress, "set_job", dies_once)
+    return died

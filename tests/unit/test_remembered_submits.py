@@ -11,7 +11,7 @@ import pytest
 
 from batchroute.clock import FixedClock
 from batchroute.providers.base import ProviderRequest, TransientProviderError
-from batchroute.services.workflow.submits import Note, RememberedSubmits, items_digest
+from batchroute.services.workflow.submits import Note, RememberedSubmits, custom_ids_digest
 from tests.unit.test_lane_runner_batch import FakeVendor
 
 CLOCK = FixedClock(datetime(2026, 12, 2, 8, 0, tzinfo=UTC))
@@ -79,17 +79,17 @@ def test_each_submit_is_noted_before_it_begins_and_its_retries_keep_its_key() ->
     submits.submit(part, key="k-runner")  # the runner's retry of the same submission
     # One note, made before the first try (the vendor finds it there), with its time; both
     # tries under that key
-    assert note.written == [f"3:{items_digest(part)}:{NOW}:k-runner"]
+    assert note.written == [f"3:{custom_ids_digest(part)}:{NOW}:k-runner"]
     assert vendor.seen == note.written * 2
     assert vendor.keys == ["k-runner", "k-runner"]
     # Another submission (the next part): a note of its own
     submits.submit(requests(2), key="k-next")
-    assert note.written[1:] == [f"3:{items_digest(requests(2))}:{NOW}:k-next"]
+    assert note.written[1:] == [f"3:{custom_ids_digest(requests(2))}:{NOW}:k-next"]
 
 
 def test_an_invocation_that_died_mid_submit_leaves_its_key_to_the_next() -> None:
     part = requests(0, 1)
-    dead = Note(3, items_digest(part), NOW - 2400, "k-dead").mark()
+    dead = Note(3, custom_ids_digest(part), NOW - 2400, "k-dead").mark()
     note = LaneNote(dead)
     # The same items of the same chunk: the dead invocation's key claimed (its note as it
     # is), and looked for among the jobs made since that invocation noted it
@@ -106,7 +106,7 @@ def test_an_invocation_that_died_mid_submit_leaves_its_key_to_the_next() -> None
 def test_a_note_whose_job_was_stored_since_it_was_read_is_not_claimed() -> None:
     # Given a second worker that read the first's note while it was submitting
     part = requests(0, 1)
-    first = Note(3, items_digest(part), NOW, "k-first").mark()
+    first = Note(3, custom_ids_digest(part), NOW, "k-first").mark()
     note = LaneNote(first)
     vendor = LooksUp()
     second = submits_of(vendor, note)
@@ -115,7 +115,7 @@ def test_a_note_whose_job_was_stored_since_it_was_read_is_not_claimed() -> None:
     second.submit(part, key="k-second")
     # Then the second neither takes that job nor writes the old note back: a key of its own
     assert vendor.keys == ["k-second"] and vendor.assumed == []
-    assert note.value == f"3:{items_digest(part)}:{NOW}:k-second" and first not in note.written
+    assert note.value == f"3:{custom_ids_digest(part)}:{NOW}:k-second" and first not in note.written
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,7 @@ def test_a_note_whose_job_was_stored_since_it_was_read_is_not_claimed() -> None:
 def test_a_note_of_something_else_is_not_taken(left: str | None, why: str) -> None:
     part = requests(0, 1)
     vendor = LooksUp()
-    note = LaneNote(left.format(digest=items_digest(part)) if left else None)
+    note = LaneNote(left.format(digest=custom_ids_digest(part)) if left else None)
     submits_of(vendor, note).submit(part, key="k-new")
     assert vendor.keys == ["k-new"] and vendor.assumed == [], why
 

@@ -34,7 +34,7 @@ from batchroute.providers.base import (
 NoteWriter = Callable[[str, str | None], bool]
 
 
-def items_digest(requests: Iterable[ProviderRequest]) -> str:
+def custom_ids_digest(requests: Iterable[ProviderRequest]) -> str:
     digest = hashlib.sha256()
     for request in requests:
         digest.update(request.custom_id.encode() + b"\n")
@@ -84,7 +84,7 @@ class RememberedSubmits:
         asked = key or uuid.uuid4().hex
         chosen = self._keys.get(asked)
         if chosen is None:  # this submission's first try: its key, noted before it begins
-            digest = items_digest(listed)
+            digest = custom_ids_digest(listed)
             chosen = self._claimed(digest) or self._noted(digest, asked)
             self._keys[asked] = chosen
         return self.provider.submit(listed, key=chosen)
