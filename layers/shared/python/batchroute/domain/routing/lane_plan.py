@@ -355,7 +355,7 @@ class LaneRecord:
     fail_error: LaneFailError | None = None
     job: SubmittedJob | None = None  # the vendor batch job in flight
     job_chunk: int | None = None
-    # "<chunk>:<items digest>:<unix seconds>:<key>": a vendor job submit begun and its job
+    # "<chunk>:<custom ids digest>:<unix seconds>:<key>": a vendor job submit begun and its job
     # not yet stored (services/workflow/submits.py); cleared when the job is stored
     submitting: str | None = None
     partial_chunk: int | None = None
