@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.requests import ClientDisconnect
 
+from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.lanes import LaneStateStore
@@ -58,10 +59,13 @@ EDGE = next(lane for lane in builtin_catalog().lanes if lane.lane_id == f"edge-e
 class ScriptedProvider:
     """Streams `tokens` one-word deltas and remembers whether it was closed early."""
 
-    def __init__(self, slug: str, tokens: int = 10, *, reported: Usage | None = None) -> None:
+    def __init__(
+        self, slug: str, tokens: int = 10, *, reported: Usage | None = None, tool_uses: Usage | None = None
+    ) -> None:
         self.slug = slug
         self.tokens = tokens
         self.reported = reported  # the usage the vendor reports on each delta (message_start's)
+        self.tool_uses = tool_uses.tool_uses if tool_uses else ()  # hosted tool calls it bills
         self.closed_early = False
         self.sent = 0
 
@@ -75,7 +79,7 @@ class ScriptedProvider:
                 for _ in range(self.tokens):
                     self.sent += 1
                     yield StreamDelta(" word", usage=self.reported)
-                usage = Usage(prompt_tokens=50, completion_tokens=self.tokens)
+                usage = Usage(prompt_tokens=50, completion_tokens=self.tokens, tool_uses=self.tool_uses)
                 output = {"type": "message", "role": "assistant", "content": "x", "finish_reason": "stop"}
                 yield StreamEnd(ProviderResult("chat", "completed", output=output, usage=usage))
             except GeneratorExit:
@@ -155,6 +159,26 @@ def test_disconnect_stops_upstream_and_charges_only_what_was_generated(stack: Lo
     assert ledger.violations(org.org_id) == []
     # And finishing again changes nothing (exactly once)
     assert call.finish() is result
+
+
+def test_a_request_whose_vendor_billed_hosted_tools_reads_back_and_lists(stack: LocalStack) -> None:
+    # Given a direct answer whose vendor billed a web search (its usage keeps tool_uses)
+    org = new_org(credit_usd="1")
+    billed = Usage(tool_uses=(("web_search", 1),))
+    direct, store = _direct(ScriptedProvider("edge-eu", tokens=2, tool_uses=billed), SystemClock())
+    call = direct.open(_principal(org), _request())
+    while not isinstance(call.next_event(), StreamEnd):
+        pass
+    call.finish()
+    # Then its record reads back with that usage, and the org's batch list holds it
+    record = store.record(call.batch_id)
+    assert record is not None and record.usage is not None
+    assert record.usage["tool_uses"] == {"web_search": 1}
+    assert record.usage["completion_tokens"] == 2
+    listed, _ = BatchRecords(get_settings().table_name("batches")).list_for_org(
+        org.org_id, limit=10, start_after=None, states=None
+    )
+    assert [batch.batch_id for batch in listed] == [call.batch_id]
 
 
 def _sweep(ledger: LedgerStore, store: ChatHoldStore, clock: FixedClock) -> HoldSweepReport:

@@ -294,7 +294,8 @@ class BatchRecord:
     lane_id: str | None = None  # the lane that served a direct request
     provider: str | None = None
     attempts: tuple[LaneAttempt, ...] | None = None  # per lane tried: lane_id, provider, error
-    usage: Mapping[str, int] | None = None
+    # domain/workflow/results.py:LineUsage (the tool uses a map of their own)
+    usage: Mapping[str, int | Mapping[str, int]] | None = None
     usage_checkpoint: UsageCheckpoint | None = None
     checkpoint_at: str | None = None
     # -- a recurring schedule's firing (docs/schedules.md) -----------------------------------
@@ -394,7 +395,7 @@ class BatchRecord:
             lane_id=_str(values.get("lane_id")),
             provider=_str(values.get("provider")),
             attempts=_attempts(values.get("attempts")),
-            usage=_ints(values.get("usage")),
+            usage=_usage(values.get("usage")),
             usage_checkpoint=_checkpoint(values.get("usage_checkpoint")),
             checkpoint_at=_str(values.get("checkpoint_at")),
             schedule_id=_str(values.get("schedule_id")),
@@ -530,6 +531,13 @@ def _strings(value: Any) -> dict[str, str] | None:
 
 def _ints(value: Any) -> dict[str, int] | None:
     return {str(k): int(v) for k, v in value.items()} if isinstance(value, Mapping) else None
+
+
+def _usage(value: Any) -> dict[str, int | Mapping[str, int]] | None:
+    """A direct request's usage: its token counts, and the hosted tool uses by name."""
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): _ints(v) or {} if isinstance(v, Mapping) else int(v) for k, v in value.items()}
 
 
 def _list(value: Any, kind: Callable[[Any], T]) -> list[T] | None:
