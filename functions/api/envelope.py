@@ -23,6 +23,10 @@ class ErrorEnvelope(BaseModel):
 REFUSAL = "refusal"
 
 
+# Every answer carries the request's id (functions/api/middleware.py gives each request one).
+REQUEST_ID_HEADER = "x-request-id"
+
+
 def error_response(
     status: int,
     code: str,

@@ -20,7 +20,7 @@ from functions.api.compat_envelope import (
     param_of,
     vendor_error_response,
 )
-from functions.api.envelope import REFUSAL, error_response
+from functions.api.envelope import REFUSAL, REQUEST_ID_HEADER, error_response
 
 STATUS_BY_KIND: dict[ErrorKind, int] = {
     "invalid": 400,
@@ -142,12 +142,15 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    """The 500. Starlette answers it outside every middleware, so the request's id is put on
+    it here."""
     logger.exception("unexpected error", extra={"path": request.url.path, "method": request.method})
+    request_id = request.scope.get("state", {}).get("request_id")
+    headers = {REQUEST_ID_HEADER: request_id} if request_id else None
+    message = "An unexpected error occurred; it has been logged."
     if is_compat(request):
-        return vendor_error_response(
-            500, "An unexpected error occurred; it has been logged.", code="internal_error"
-        )
-    return error_response(500, "internal_error", "An unexpected error occurred; it has been logged.")
+        return vendor_error_response(500, message, code="internal_error", headers=headers)
+    return error_response(500, "internal_error", message, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

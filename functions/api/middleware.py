@@ -22,10 +22,11 @@ from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, has_lone_surro
 from batchroute.errors import Forbidden, InvalidRequest, PayloadTooLarge, ServiceError
 from batchroute.observability import invocation_keys, logger
 from functions.api.compat_envelope import COMPAT_PREFIX
+from functions.api.envelope import REQUEST_ID_HEADER
 from functions.api.errors import service_error_response
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-REQUEST_ID_HEADER = b"x-request-id"
+_REQUEST_ID = REQUEST_ID_HEADER.encode()
 
 
 def _request_id(scope: Scope) -> str:
@@ -34,7 +35,7 @@ def _request_id(scope: Scope) -> str:
     if from_gateway:
         return str(from_gateway)
     for name, value in scope.get("headers", []):
-        if name == REQUEST_ID_HEADER and 8 <= len(value) <= 128:
+        if name == _REQUEST_ID and 8 <= len(value) <= 128:
             return str(value.decode("latin-1"))
     return uuid.uuid4().hex
 
@@ -58,7 +59,7 @@ class RequestContextMiddleware:
             if message["type"] == "http.response.start":
                 status_holder["status"] = message["status"]
                 headers = list(message.get("headers", []))
-                headers.append((REQUEST_ID_HEADER, request_id.encode("latin-1")))
+                headers.append((_REQUEST_ID, request_id.encode("latin-1")))
                 message["headers"] = headers
             await send(message)
 

@@ -89,10 +89,13 @@ def test_malformed_json_is_400_invalid_json(client: TestClient) -> None:
 
 
 def test_unexpected_error_is_500_without_internals(client: TestClient) -> None:
-    response = client.get("/v1/_probe/boom")
+    response = client.get("/v1/_probe/boom", headers={"x-request-id": "req-boom-0001"})
     assert response.status_code == 500
     assert response.json()["error"]["code"] == "internal_error"
     assert "hunter2" not in response.text and "RuntimeError" not in response.text
+    # the 500 is answered outside the middleware, and still names the request
+    assert response.headers["x-request-id"] == "req-boom-0001"
+    assert len(client.get("/v1/_probe/boom").headers["x-request-id"]) >= 8
 
 
 def test_every_answer_carries_a_request_id(client: TestClient) -> None:
