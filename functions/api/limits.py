@@ -4,7 +4,6 @@ login and password endpoints. The rules live in batchroute.services.billing.rate
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -13,9 +12,11 @@ from starlette.concurrency import run_in_threadpool
 
 from batchroute.config import get_settings
 from batchroute.domain.accounts.access import Principal
+from batchroute.errors import InvalidRequest
 from batchroute.services.billing.rate_limiting import AnonymousBucket, RateLimiter
 from batchroute.wiring import wiring_for
 from functions.api.deps import get_clock
+from functions.api.middleware import json_body
 
 T = TypeVar("T")
 
@@ -69,8 +70,8 @@ async def _body_email(request: Request) -> str | None:
     """The `email` of a JSON body, if any. The body is cached, so the route still reads it;
     a malformed body is the route's 400 to give, not this check's."""
     try:
-        body = json.loads(await request.body() or b"null")
-    except (ValueError, UnicodeDecodeError):
+        body = await json_body(request)
+    except InvalidRequest:
         return None
     email = body.get("email") if isinstance(body, dict) else None
     return email if isinstance(email, str) and 0 < len(email) <= 320 else None

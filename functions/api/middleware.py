@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from starlette.requests import cookie_parser
+from starlette.requests import Request, cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batchroute.config import Settings
@@ -201,6 +201,20 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
         if key == name:
             return bytes(value)
     return None
+
+
+async def json_body(request: Request) -> object:
+    """The JSON body of a route that reads its own. JsonBodyGuard checks only bodies that are
+    not uploads, so one sent as an upload (multipart, octet-stream, JSON Lines), which it let
+    through unchecked for size and depth, is refused here, not parsed."""
+    if _is_upload(request.scope):
+        raise InvalidRequest(
+            "The request body must be JSON, sent with Content-Type: application/json.", code="invalid_json"
+        )
+    try:
+        return json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("The request body is not valid JSON.", code="invalid_json") from None
 
 
 def _is_upload(scope: Scope) -> bool:

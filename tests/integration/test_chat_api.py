@@ -268,6 +268,31 @@ def test_request_errors(
     assert response.json()["error"]["code"] == code
 
 
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/octet-stream", "multipart/form-data", "application/jsonl", "application/x-ndjson"],
+)
+@pytest.mark.parametrize(
+    "body",
+    [
+        json.dumps({"model": LLAMA, "messages": _messages("x" * 5_000_000)}),  # over the 4 MiB cap
+        "[" * 4_000 + "]" * 4_000,  # deeper than 64 levels
+        json.dumps({"model": LLAMA, "messages": _messages("hi ")})[:-4] + '\\ud800"}]}',  # a lone surrogate
+    ],
+    ids=["large", "deep", "surrogate"],
+)
+def test_a_body_sent_as_an_upload_is_refused_not_parsed_unchecked(
+    client: TestClient, org: TestOrg, content_type: str, body: str
+) -> None:
+    # Given a chat body sent with an upload's content type (the JSON guard checks no upload)
+    headers = {**org.key_headers(), "content-type": content_type}
+    response = client.post("/v1/chat/completions", content=body.encode(), headers=headers)
+    # Then it is refused as the invalid JSON body it is for this route: never routed
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "invalid_json"
+    assert client.get("/v1/batches", headers=org.key_headers()).json()["data"] == []
+
+
 def test_sdk_surfaces_a_bad_request_as_its_typed_error(client: TestClient, org: TestOrg) -> None:
     sdk = chat_sdk(client, org)
     with pytest.raises(openai.BadRequestError) as raised:

@@ -54,6 +54,7 @@ from batchroute.wiring import Wiring, wiring_for
 from functions.api.auth import current_principal, require
 from functions.api.deps import WiringDep, get_clock
 from functions.api.envelope import errors_doc
+from functions.api.middleware import json_body
 from functions.api.openapi import documented_as, schema_ref
 from functions.api.schemas.chat.completions import (
     ChatCompletion,
@@ -195,10 +196,7 @@ async def create_chat_completion(request: Request) -> Response:
     caller = await run_in_threadpool(_Caller, request, wiring.authenticator)
     principal = caller.principal
     try:
-        try:
-            body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidRequest("The request body is not valid JSON.", code="invalid_json") from None
+        body = await json_body(request)
         if isinstance(body, dict) and body.get("preset") is not None:  # docs/presets.md
             body = await run_in_threadpool(wiring.presets.expander(principal.org_id).chat, body)
         chat = parse_chat_request(body, builtin_catalog())
