@@ -628,6 +628,22 @@ def _run_through_api(
     return dict(client.get(f"/v1/batches/{batch_id}", headers=org.key_headers()).json()["batch"])
 
 
+def test_through_the_api_items_read_past_a_lane_that_failed_over_without_an_answer(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a batch whose one item takes its first lane down: that lane hands the item on
+    # having answered nothing (its chunk is done, with no result file)
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    items = [_item(0, text="[simulate:down:edge-eu] hi")]
+    batch = _run_through_api(client, org, stack, {"items": items}, "e2e-key-0002")
+    assert batch["state"] == "completed", batch
+    # When its items are listed / Then the item shows as completed, by the lane that took it
+    listed = client.get(f"/v1/batches/{batch['id']}/items", headers=org.key_headers())
+    assert listed.status_code == 200, listed.text
+    (row,) = listed.json()["data"]
+    assert row["status"] == "completed" and row["provider"] != "edge-eu"
+
+
 def test_through_the_api_a_batch_runs_settles_and_retries(stack: LocalStack, org: TestOrg) -> None:
     client = TestClient(create_app(), raise_server_exceptions=False)
     headers = org.key_headers()

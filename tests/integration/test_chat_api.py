@@ -343,6 +343,22 @@ def test_queued_request_is_a_one_item_batch_and_its_job_completes(
     assert _ledger().violations(org.org_id) == []
 
 
+def test_a_queued_job_whose_first_lane_failed_over_reads_the_lane_that_answered(
+    client: TestClient, org: TestOrg, local_aws: LocalStack
+) -> None:
+    # Given a queued request whose first lane goes down (it answers nothing: no result file)
+    body = {"model": LLAMA, "messages": _messages("[simulate:down:edge-eu] hi"), "batch": True}
+    job = _post(client, org, body).json()
+    record = BatchRecords(get_settings().table_name("batches")).get(job["batch_id"])
+    assert record is not None
+    run_until_done(local_aws, str(record.execution_arn))
+    # When the job is read / Then it carries the next lane's answer
+    done = client.get(f"/v1/chat/completions/{job['id']}", headers=org.key_headers())
+    assert done.status_code == 200, done.text
+    assert done.json()["status"] == "completed"
+    assert done.json()["result"]["choices"][0]["message"]["content"]
+
+
 def test_chat_job_of_another_org_is_forbidden_and_unknown_is_404(client: TestClient, org: TestOrg) -> None:
     job = _post(client, org, {"model": LLAMA, "messages": _messages(), "batch": True}).json()
     other = new_org(credit_usd="1")

@@ -55,7 +55,9 @@ class ObjectWriter(Protocol):
 class ObjectStore(Artifacts, Protocol):
     """adapters/s3_objects.py:S3Objects: a bucket's objects, streamed both ways."""
 
-    def chunks(self, key: str, *, chunk_bytes: int = ..., start: int = 0) -> Iterator[bytes]: ...
+    def chunks(
+        self, key: str, *, chunk_bytes: int = ..., start: int = 0, missing_ok: bool = False
+    ) -> Iterator[bytes]: ...
 
     def writer(self, key: str, *, content_type: str) -> ObjectWriter: ...
 

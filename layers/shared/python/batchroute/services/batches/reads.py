@@ -317,16 +317,19 @@ class BatchReads:
                 yield row
 
     def _chunk_results(self, batch_id: str, lanes: list[LaneRecord], chunk: int) -> dict[int, ResultLine]:
-        found: dict[int, ResultLine] = {}
-        for lane in lanes:
-            if not lane_chunk_done(lane, chunk):
-                continue
+        return {int(row["seq"]): row for row in finished_result_lines(self.artifacts, batch_id, lanes, chunk)}
+
+
+def finished_result_lines(
+    artifacts: ObjectStore, batch_id: str, lanes: Iterable[LaneRecord], chunk: int
+) -> Iterator[ResultLine]:
+    """The result lines of chunk `chunk` of each lane that finished it, lane by lane. A lane
+    that answered none of the chunk (it handed every item on) has no result file."""
+    for lane in lanes:
+        if lane_chunk_done(lane, chunk):
             key = result_chunk_key(batch_id, lane.lane_key, chunk)
-            for row in artifact_lines(self.artifacts.chunks(key), key=key):
-                found[int(row["seq"])] = cast(
-                    ResultLine, row
-                )  # a lane's result line (domain/workflow/results.py)
-        return found
+            for row in artifact_lines(artifacts.chunks(key, missing_ok=True), key=key):
+                yield cast(ResultLine, row)  # a lane's result line (domain/workflow/results.py)
 
 
 def _result_row(row: ResultFileRow, body_format: BodyFormat) -> ResultRowView:

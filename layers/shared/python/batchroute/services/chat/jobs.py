@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
-from batchroute.domain.batches.artifact_keys import result_chunk_key
-from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.record import BatchRecord, SurfaceFields, batch_id_for, job_id_for
 from batchroute.domain.catalog.pricing import CacheTokens
 from batchroute.domain.chat.objects import (
@@ -29,13 +27,13 @@ from batchroute.domain.chat.objects import (
     epoch_seconds,
 )
 from batchroute.domain.chat.requests import ChatRequest
-from batchroute.domain.routing.lane_plan import lane_chunk_done
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import Forbidden, Gone, NotFound, PaymentRequired
 from batchroute.ids import new_id
 from batchroute.services.batches.commands import CreateBatch
 from batchroute.services.batches.create import CreateAnswer, Surface
 from batchroute.services.batches.ports import BatchStore, ObjectStore
+from batchroute.services.batches.reads import finished_result_lines
 
 
 class BatchCreator(Protocol):
@@ -142,15 +140,9 @@ class ChatJobs:
         """The one item's result line: the first lane that finished chunk 0 and answered it."""
         batch_id = batch.batch_id
         found: ResultLine | None = None
-        for lane in self.records.lanes(batch_id):
-            if not lane_chunk_done(lane, 0):
-                continue
-            key = result_chunk_key(batch_id, lane.lane_key, 0)
-            for row in artifact_lines(self.artifacts.chunks(key), key=key):
-                if int(row.get("seq", -1)) != 0:
-                    continue
-                if found is None or row.get("status") == "completed":
-                    found = cast(ResultLine, row)
+        for row in finished_result_lines(self.artifacts, batch_id, self.records.lanes(batch_id), 0):
+            if int(row.get("seq", -1)) == 0 and (found is None or row.get("status") == "completed"):
+                found = row
         return found
 
 
