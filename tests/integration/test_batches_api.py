@@ -375,3 +375,23 @@ def test_no_warning_under_a_soft_limit_or_a_hard_limit_with_room(client: TestCli
         headers={**org.key_headers(), "Idempotency-Key": "key-limit-room"},
     )
     assert created.status_code == 202, created.text
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("text/plain", b"hello"),
+        ("application/json", b"{not json"),
+        ("application/octet-stream", b"hello"),
+        ("application/jsonl", b'{"items": []}'),
+        ("multipart/form-data", b'{"items": []}'),
+    ],
+)
+def test_a_body_that_is_not_json_is_a_400_whatever_its_content_type(
+    client: TestClient, org: TestOrg, content_type: str, body: bytes
+) -> None:
+    headers = {**org.key_headers(), "Idempotency-Key": "key-00000009", "content-type": content_type}
+    response = client.post("/v1/batches", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "invalid_json"
+    assert client.get("/v1/batches", headers=org.key_headers()).json()["data"] == []

@@ -17,6 +17,7 @@ from batchroute.services.batches.views import batch_details, batch_summary, lane
 from functions.api.auth import require
 from functions.api.deps import BatchesDep, BucketDeliveryDep, ReadsDep
 from functions.api.envelope import errors_doc
+from functions.api.middleware import json_body
 from functions.api.openapi import documented_as
 from functions.api.schemas.batches.batches import (
     ArtifactUrl,
@@ -62,8 +63,9 @@ Reader = Annotated[Principal, Depends(require("batches:read"))]
 
 
 async def _sent(request: Request) -> Any:
-    """The body as sent (FastAPI refused it already if it is not JSON)."""
-    return await request.json()
+    """The body as sent, read before FastAPI validates it (400 `invalid_json` when it is not
+    JSON, whatever its content type)."""
+    return await json_body(request)
 
 
 def _replayed(
