@@ -80,6 +80,24 @@ def test_invalid_bodies(fields: dict[str, Any], code: str) -> None:
     assert raised.value.code == code
 
 
+@pytest.mark.parametrize(
+    ("fields", "limit"),
+    [
+        ({"max_tokens": 7}, 7),
+        ({"max_completion_tokens": 8, "max_tokens": 7}, 8),
+        ({"max_output_tokens": 3}, 3),  # the batch items' name: never dropped silently
+        ({"max_output_tokens": 3, "max_tokens": 70}, 3),
+        ({}, None),
+    ],
+)
+def test_the_output_limit_goes_by_any_of_its_names(fields: dict[str, Any], limit: int | None) -> None:
+    request = _request(**fields)
+    assert request.max_tokens == limit
+    if limit is not None:  # and the lane is asked for no more (nor is more held)
+        lane = plan_direct(request, CATALOG, live=LIVE, now=NOW, guards=GUARDS).lanes[0]
+        assert lane.max_output_tokens == limit
+
+
 def test_a_model_with_the_wrong_case_gets_a_suggestion() -> None:
     with pytest.raises(InvalidRequest) as raised:
         _request(model=LLAMA.upper())

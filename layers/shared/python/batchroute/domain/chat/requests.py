@@ -17,7 +17,7 @@ from typing import Any, Final
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.catalog.catalog import Catalog, PrivacyTier
 from batchroute.domain.routing.gates import PRIVACY_TIERS
-from batchroute.domain.routing.items import PRESET_VERSION, BatchItem, ItemFacts, read_item
+from batchroute.domain.routing.items import OUTPUT_LIMIT_KEYS, PRESET_VERSION, BatchItem, ItemFacts, read_item
 from batchroute.domain.work_orders.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
 
@@ -35,7 +35,6 @@ SERVICE_FIELDS: Final = frozenset(
         "preset_version",
     }
 )
-_OUTPUT_LIMITS: Final = ("max_completion_tokens", "max_tokens")
 _BATCH_FIELDS: Final = frozenset({"completion_window", "webhook", "metadata", "work_order_id"})
 _PREFERENCE_FIELDS: Final = frozenset({"only", "order", "allow_fallbacks"})
 CHAT_ITEM_ID: Final = "chat"
@@ -182,7 +181,7 @@ def _include_usage(options: object) -> bool:
 
 
 def _max_tokens(body: Mapping[str, Any]) -> int | None:
-    for name in _OUTPUT_LIMITS:
+    for name in OUTPUT_LIMIT_KEYS:
         value = body.get(name)
         if value is None:
             continue

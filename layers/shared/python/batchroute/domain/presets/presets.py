@@ -24,7 +24,7 @@ from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, WorkflowProduct
 from batchroute.domain.presets.golden_sets import GoldenSetView, parse_golden_set
 from batchroute.domain.routing.gates import RouteRequest
-from batchroute.domain.routing.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST
+from batchroute.domain.routing.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST, OUTPUT_LIMIT_KEYS
 from batchroute.errors import InvalidRequest
 
 MAX_PRESETS_PER_ORG: Final = 200
@@ -72,7 +72,6 @@ READ_ONLY_FIELDS: Final = frozenset(
 )
 # Generation options that live in an item's input (and a chat body) under the same name.
 _INPUT_OPTIONS: Final[tuple[Literal["temperature", "top_p", "stop"], ...]] = ("temperature", "top_p", "stop")
-_OUTPUT_LIMITS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
 
@@ -569,9 +568,9 @@ def _apply_to_item(raw: dict[str, Any], preset: PresetVersion) -> dict[str, Any]
         if out.get("operation") != "embeddings":
             _fill_chat_input(payload, preset)
         out["input"] = payload
-        output_limit_given = any(key in out or key in payload for key in _OUTPUT_LIMITS)
+        output_limit_given = any(key in out or key in payload for key in OUTPUT_LIMIT_KEYS)
     else:
-        output_limit_given = any(key in out for key in _OUTPUT_LIMITS)
+        output_limit_given = any(key in out for key in OUTPUT_LIMIT_KEYS)
     if not output_limit_given and "max_output_tokens" in params and out.get("operation") != "embeddings":
         out["max_output_tokens"] = params["max_output_tokens"]
     out["preset_version"] = preset.ref
@@ -597,7 +596,7 @@ def _apply_to_chat(raw: dict[str, Any], preset: PresetVersion) -> dict[str, Any]
     if preset.system_prompt and isinstance(messages, list) and not _has_system(out):
         out["messages"] = [{"role": "system", "content": preset.system_prompt}, *messages]
     _fill_options(out, preset)
-    if not any(key in out for key in _OUTPUT_LIMITS) and "max_output_tokens" in preset.parameters:
+    if not any(key in out for key in OUTPUT_LIMIT_KEYS) and "max_output_tokens" in preset.parameters:
         out["max_tokens"] = preset.parameters["max_output_tokens"]
     if out.get("privacy_tier") is None and "privacy_tier" in preset.routing:
         out["privacy_tier"] = preset.routing["privacy_tier"]

@@ -147,8 +147,9 @@ _VENDOR_TOOL_NAMES: Final = frozenset(
 MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit of inputs per embeddings request
 MAX_STOP_SEQUENCES = 4  # the fewest any vendor takes (OpenAI, Bedrock Converse)
 _SCHEMA_TYPES: Final = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
-_OUTPUT_LIMIT_KEYS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
-_INPUT_LIMITS: Final = tuple((key, f"input.{key}") for key in _OUTPUT_LIMIT_KEYS)
+# The names an output limit goes by (ours, then the APIs'): the first one given is used.
+OUTPUT_LIMIT_KEYS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
+_INPUT_LIMITS: Final = tuple((key, f"input.{key}") for key in OUTPUT_LIMIT_KEYS)
 _NO_PROBLEMS: Final[tuple[ItemProblem, ...]] = ()
 _NOTHING: Final[frozenset[str]] = frozenset()
 _OPERATIONS: Final[dict[str, Operation]] = {name: name for name in OPERATIONS}

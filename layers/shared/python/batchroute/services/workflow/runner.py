@@ -47,7 +47,7 @@ from typing import Any, Final, Literal
 from batchroute.clock import Clock, SystemClock, isoformat
 from batchroute.domain.catalog.catalog import NO_BATCH_LIMITS, OPERATIONS, BatchLimits, Lane, Operation
 from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
-from batchroute.domain.routing.items import BatchItem
+from batchroute.domain.routing.items import OUTPUT_LIMIT_KEYS, BatchItem
 from batchroute.domain.routing.lane_plan import SubmittedJob, job_parts
 from batchroute.domain.routing.prompt_cache import ChatInput, item_prefix
 from batchroute.providers.base import (
@@ -73,7 +73,6 @@ LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, BatchItem]]]
 
 DEFAULT_WHOLESALE_FAILURE_THRESHOLD: Final = 25
 _CUSTOM_ID_PREFIX: Final = "seq-"
-_OUTPUT_LIMIT_KEYS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
 
 
 @dataclass
@@ -176,7 +175,7 @@ def _output_limit(item: BatchItem, payload: Mapping[str, Any], operation: Operat
         return 0
     requested = DEFAULT_OUTPUT_TOKENS
     for source in (item, payload):
-        value = next((source.get(k) for k in _OUTPUT_LIMIT_KEYS if source.get(k) is not None), None)
+        value = next((source.get(k) for k in OUTPUT_LIMIT_KEYS if source.get(k) is not None), None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             requested = value
             break
