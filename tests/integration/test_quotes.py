@@ -221,6 +221,21 @@ def test_workflow_quote_errors(client: TestClient, org: TestOrg) -> None:
     )
     assert missing.status_code == 400
     assert missing.json()["error"]["details"]["preflight"]["errors"][0]["code"] == "missing_field"
+    # an input the product's input_schema refuses is not quoted (a workflow fee buys its contract)
+    broken = {"id": "t1", "ticket": {"body": "", "bogus": 1, "channel": "fax"}, "categories": ["only-one"]}
+    refused = client.post(
+        "/v1/quotes/workflow",
+        json={"product": "ticket-classification", "inputs": [broken]},
+        headers=org.key_headers(),
+    )
+    assert refused.status_code == 400, refused.text
+    issues = refused.json()["error"]["details"]["preflight"]["errors"]
+    assert [(i["code"], i["path"]) for i in issues] == [
+        ("invalid_field", "inputs[0].categories"),  # too few
+        ("invalid_field", "inputs[0].ticket"),  # `bogus` is not a property of it
+        ("invalid_field", "inputs[0].ticket.body"),  # empty
+        ("invalid_field", "inputs[0].ticket.channel"),  # not one of its values
+    ]
     unknown = client.post(
         "/v1/quotes/workflow", json={"product": "nope", "inputs": [{}]}, headers=org.key_headers()
     )

@@ -654,21 +654,54 @@ def workflow_item(product: WorkflowProduct, model_id: str, index: int, raw: obje
 
 
 def check_workflow_inputs(product: WorkflowProduct, inputs: Sequence[Any]) -> None:
-    """Each input must be an object carrying the properties the product's input schema requires."""
-    listed = product.input_schema.get("required")
-    required = [str(name) for name in listed] if isinstance(listed, list) else []
-    errors: list[IssueView] = []
+    """Each input must be valid under the product's input schema (JSON Schema draft 2020-12),
+    its own string `id` (the item's customer_item_id, not the product's) aside: the contract a
+    workflow fee is charged for. Every input's every issue, with its path, up to 100."""
+    validator = _input_validator(product)
+    errors: dict[str, IssueView] = {}  # by path: the first issue of each place
+
+    def issue(index: int, where: str, code: str, message: str) -> None:
+        path = f"inputs[{index}]{where}"
+        errors.setdefault(
+            path,
+            {
+                "category": "jsonl_shape",
+                "code": code,
+                "message": f"Input {index}: {_short(message)} ({product.slug}'s input_schema).",
+                "action": "Send inputs that match the product's input_schema.",
+                "path": path,
+            },
+        )
+
     for index, raw in enumerate(inputs):
-        missing = required if not isinstance(raw, dict) else [name for name in required if name not in raw]
-        if missing:
-            errors.append(
-                {
-                    "category": "jsonl_shape",
-                    "code": "missing_field",
-                    "message": f"Input {index} lacks {', '.join(missing)} required by {product.slug}.",
-                    "action": "Send inputs that match the product's input_schema.",
-                    "path": f"inputs[{index}]",
-                }
-            )
+        document = {k: v for k, v in raw.items() if k != "id"} if isinstance(raw, dict) else raw
+        for error in validator.iter_errors(document):
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+            if error.validator != "required":
+                issue(index, where, "invalid_field", error.message)
+                continue
+            for name in error.validator_value:  # the path names each property missing
+                if isinstance(error.instance, dict) and name not in error.instance:
+                    issue(index, f"{where}.{name}", "missing_field", f"{name!r} is a required property")
     if errors:
-        raise PreflightFailed("The workflow inputs do not match the product's input schema.", errors[:100])
+        listed = [errors[path] for path in sorted(errors)][:100]
+        raise PreflightFailed("The workflow inputs do not match the product's input schema.", listed)
+
+
+_VALIDATORS: dict[str, Any] = {}  # a product's slug -> its input schema's validator
+
+
+def _input_validator(product: WorkflowProduct) -> Any:
+    """The product's input validator, made once (jsonschema is imported by the first
+    workflow quote, not at cold start)."""
+    found = _VALIDATORS.get(product.slug)
+    if found is None:
+        from jsonschema import Draft202012Validator
+
+        found = _VALIDATORS[product.slug] = Draft202012Validator(product.input_schema)
+    return found
+
+
+def _short(message: str, limit: int = 200) -> str:
+    """A validator's message, which may quote a whole (long) value, cut to `limit`."""
+    return message if len(message) <= limit else message[: limit - 1] + "…"
