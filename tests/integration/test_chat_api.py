@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.billing_events import BillingEvents
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.catalog import builtin_catalog
 from batchroute.config import get_settings
 from batchroute.domain.batches.record import batch_id_for
 from batchroute.money import Money
@@ -91,6 +92,24 @@ def test_direct_charges_actual_usage_and_releases_the_rest(client: TestClient, o
     assert hold.status == "settled" and hold.charged == expected
     # the hold covered prompt + max_tokens at output price
     assert hold.amount.micros >= Money.usd_ceil(Decimal(1000) * Decimal("0.60") / 1_000_000).micros
+
+
+def test_a_direct_receipt_names_the_lanes_not_chosen_and_the_answers_cost(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a direct answer from the cheapest of the model's lanes
+    response = _post(client, org, {"model": LLAMA, "messages": _messages(), "max_tokens": 8})
+    assert response.status_code == 200, response.text
+    batch_id = response.headers["x-service-batch-id"]
+    # When its receipt is read
+    receipt = client.get(f"/v1/batches/{batch_id}/billing-receipt", headers=org.key_headers()).json()
+    # Then the lane that answered shows its cost (the charge), and every other lane of the
+    # model is named with why it was not chosen (those ranked after it: outranked)
+    (ran,) = receipt["provider_lanes"]
+    assert ran["provider"] == "edge-eu" and ran["cost"] == receipt["credit_charged"]
+    others = {lane.lane_id for lane in builtin_catalog().lanes_for(LLAMA)} - {ran["lane_id"]}
+    assert {lane["lane_id"] for lane in receipt["rejected_lanes"]} == others
+    assert "outranked" in {lane["code"] for lane in receipt["rejected_lanes"]}
 
 
 def test_sdk_stream_with_usage_ends_with_done(client: TestClient, org: TestOrg) -> None:

@@ -171,6 +171,7 @@ class DirectReceiptLane(TypedDict):
     provider: str
     usage: Mapping[str, object]  # domain/workflow/results.py:LineUsage
     unit_prices: dict[str, str]  # direct prices (services/chat/direct.py:direct_unit_prices)
+    cost: MoneyView  # what the answer cost at them: the charge
 
 
 class DirectReceipt(TypedDict):

@@ -32,7 +32,7 @@ from typing import Final, NotRequired, TypedDict
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
 from batchroute.domain.catalog.pricing import token_cost, usage_cost
 from batchroute.domain.chat.requests import ChatRequest, ProviderPreferences
-from batchroute.domain.routing.gates import RouteRequest, RoutingGuards, lane_gate_failures
+from batchroute.domain.routing.gates import OUTRANKED, RouteRequest, RoutingGuards, lane_gate_failures
 from batchroute.domain.routing.items import ModelGroup
 from batchroute.domain.routing.policy import POLICY_GATE, RoutePolicy, combine, guarded, in_force
 from batchroute.errors import InvalidRequest
@@ -120,6 +120,11 @@ class DirectPlan:
     def hold(self) -> Money:
         """The hold that covers whichever lane ends up answering."""
         return max((lane.hold for lane in self.lanes), default=Money.zero())
+
+    def not_needed(self, answering: DirectLane) -> list[LaneRejection]:
+        """The lanes ranked after the one that answered: eligible, never tried."""
+        after = [lane.lane_id for lane in self.lanes].index(answering.lane_id) + 1
+        return [{"lane_id": lane.lane_id, "code": OUTRANKED} for lane in self.lanes[after:]]
 
     def rejection_details(self) -> Rejections:
         return {"rejected_lanes": [self._entry(lane, code) for lane, code in self.rejected]}

@@ -450,6 +450,7 @@ class DirectChat:
                 events = _prepend(first, events)
             self.stats.record(lane.lane_id, answered=True)
             call.attempts.append(_attempt(lane, None))
+            call.rejected.extend(plan.not_needed(lane))  # the receipt names every lane not chosen
             call.events = events
             return
         raise Unavailable(
@@ -648,6 +649,7 @@ def direct_receipt(
                 "provider": lane.lane.provider,
                 "usage": usage.to_dict(),
                 "unit_prices": direct_unit_prices(price),
+                "cost": charged.to_api(),
             }
         ],
         "rejected_lanes": [],
