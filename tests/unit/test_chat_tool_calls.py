@@ -307,7 +307,7 @@ def test_gemini_stream_passes_each_function_call_whole() -> None:
     assert [f.to_dict() for d in found for f in d.tool_calls] == [
         {
             "index": 0,
-            "id": "call_0",
+            "id": "call_r1_0",  # Gemini gave none: the response's id and the call's place
             "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
         },
@@ -318,7 +318,7 @@ def test_gemini_stream_passes_each_function_call_whole() -> None:
         output is not None and output["finish_reason"] == "tool_calls" and output["content"] == "Let me look."
     )
     assert [(c["id"], c["function"]["arguments"]) for c in output["tool_calls"]] == [
-        ("call_0", '{"city":"Paris"}'),
+        ("call_r1_0", '{"city":"Paris"}'),
         ("fc-2", "{}"),
     ]
     assert output["tool_calls"] == [{k: v for k, v in c.items() if k != "index"} for c in assembled(found)]

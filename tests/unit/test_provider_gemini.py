@@ -112,23 +112,38 @@ def test_max_tokens_is_length_and_thoughts_are_output_not_text() -> None:
 
 
 def test_function_calls_become_tool_calls() -> None:
-    result = transform.generate_result("seq-0", fixture("generate_function_call"))
+    body = fixture("generate_function_call")
+    result = transform.generate_result("seq-0", body)
     assert result.output is not None
     assert result.output["content"] == ""
+    # Gemini gave the calls no id: ours name the response and the call's place in it
+    first, second = (f"call_{body['responseId']}_{n}" for n in range(2))
     assert result.output["tool_calls"] == [
         {
-            "id": "call_0",
+            "id": first,
             "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city":"Paris","unit":"celsius"}'},
             "extra_content": {"google": {"thought_signature": "CiQB0e2Kb7fXcJxk3Q=="}},
         },
         {
-            "id": "call_1",
+            "id": second,
             "type": "function",
             "function": {"name": "get_time", "arguments": '{"timezone":"Europe/Paris"}'},
         },
     ]
     assert result.usage == Usage(61 + 18, 22)  # tool-use prompt tokens are input
+
+
+def test_tool_call_ids_differ_from_one_answer_to_the_next() -> None:
+    # Given two answers (two turns of a tool loop) whose calls Gemini gave no id
+    body = fixture("generate_function_call")
+    later = {**body, "responseId": "another-response"}
+    ids = [
+        [call["id"] for call in (transform.generate_result("seq-0", b).output or {})["tool_calls"]]
+        for b in (body, later)
+    ]
+    # Then no id repeats across them (a client keys its tool answers by id)
+    assert len({*ids[0], *ids[1]}) == 4
 
 
 @pytest.mark.parametrize(
@@ -439,23 +454,24 @@ def test_an_image_gemini_cannot_be_told_the_type_of_or_does_not_take_is_refused(
 def test_tool_turns_hand_back_the_calls_gemini_made() -> None:
     answered = transform.generate_result("seq-0", fixture("generate_function_call")).output
     assert answered is not None
+    first, second = (call["id"] for call in answered["tool_calls"])
     messages = [
         {"role": "user", "content": "Weather and time in Paris?"},
         {"role": "assistant", "content": None, "tool_calls": answered["tool_calls"]},
-        {"role": "tool", "tool_call_id": "call_0", "content": '{"celsius": 18}'},
-        {"role": "tool", "tool_call_id": "call_1", "content": "09:30"},
+        {"role": "tool", "tool_call_id": first, "content": '{"celsius": 18}'},
+        {"role": "tool", "tool_call_id": second, "content": "09:30"},
     ]
     body = transform.generate_body(request({"messages": messages}))
     made = fixture("generate_function_call")["candidates"][0]["content"]["parts"]
-    for ident, part in zip(("call_0", "call_1"), made, strict=True):
+    for ident, part in zip((first, second), made, strict=True):
         part["functionCall"]["id"] = ident  # ours, as the answer named them
     assert body["contents"][1:] == [
         {"role": "model", "parts": made},  # the thought signature goes back as it came
         {
             "role": "user",
             "parts": [
-                {"functionResponse": {"name": "get_weather", "response": {"celsius": 18}, "id": "call_0"}},
-                {"functionResponse": {"name": "get_time", "response": {"output": "09:30"}, "id": "call_1"}},
+                {"functionResponse": {"name": "get_weather", "response": {"celsius": 18}, "id": first}},
+                {"functionResponse": {"name": "get_time", "response": {"output": "09:30"}, "id": second}},
             ],
         },
     ]

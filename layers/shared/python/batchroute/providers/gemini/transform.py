@@ -85,6 +85,7 @@ import binascii
 import json
 import re
 import urllib.parse
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -672,15 +673,23 @@ def blocked(body: Mapping[str, Any]) -> base.ItemError | None:
     return None
 
 
-def tool_calls(parts: Sequence[object]) -> list[dict[str, Any]]:
-    """functionCall parts as chat-completions tool calls."""
+def call_id(call: Mapping[str, Any], response_id: str, index: int) -> str:
+    """Gemini's own id of a function call, else one of ours unique to the answer: its response's
+    id and the call's place in it. (`call_<index>` alone repeated in every turn of a tool
+    loop, and a client keying tool answers by id mixed the turns up.)"""
+    given = call.get("id")
+    return str(given) if given else f"call_{response_id or uuid.uuid4().hex[:24]}_{index}"
+
+
+def tool_calls(parts: Sequence[object], response_id: str) -> list[dict[str, Any]]:
+    """functionCall parts as chat-completions tool calls (`response_id`: call_id's)."""
     calls: list[dict[str, Any]] = []
     for part in parts:
         call = _mapping(_mapping(part).get("functionCall"))
         if not call:
             continue
         entry: dict[str, Any] = {
-            "id": str(call.get("id") or f"call_{len(calls)}"),
+            "id": call_id(call, response_id, len(calls)),
             "type": "function",
             "function": {
                 "name": str(call.get("name") or ""),
@@ -719,7 +728,7 @@ def generate_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
         "content": answer_text(parts),
         "finish_reason": finish_reason(candidate.get("finishReason")),
     }
-    calls = tool_calls(parts)
+    calls = tool_calls(parts, str(body.get("responseId") or ""))
     if calls:
         output["tool_calls"] = calls
         if output["finish_reason"] == "stop":  # Gemini says STOP; OpenAI's form says why
@@ -772,7 +781,7 @@ class StreamAccumulator:
                 self.fresh.append(
                     base.ToolCallDelta(
                         self.call_count,
-                        str(call.get("id") or f"call_{self.call_count}"),
+                        call_id(call, self.response_id, self.call_count),
                         str(call.get("name") or ""),
                         json.dumps(call.get("args") or {}, separators=(",", ":")),
                     )
