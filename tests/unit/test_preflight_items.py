@@ -184,6 +184,8 @@ WEATHER_CHAT = {"type": "function", "function": {"name": "get_weather", "paramet
         chat_input(tools=[WEATHER_CHAT], tool_choice="required"),
         chat_input(tools=[{"type": "web_search_preview"}], tool_choice={"type": "web_search_preview"}),
         chat_input(user="u-1", n=1, stream=False, store=False, metadata={"k": "v"}, model="x"),
+        # OpenAI's defaults, as clients send them unasked
+        chat_input(logprobs=False, presence_penalty=0, frequency_penalty=0.0),
         {
             "input": [
                 {"role": "user", "content": "Weather in Paris?"},
@@ -243,6 +245,9 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
         (chat_input(top_p=-0.1), ("invalid_field", "input.top_p")),
         # a key no lane can honour is refused, not dropped
         (chat_input(frequency_penalty=0.5), ("unsupported_parameter", "input.frequency_penalty")),
+        (chat_input(presence_penalty=-1), ("unsupported_parameter", "input.presence_penalty")),
+        (chat_input(logprobs=True), ("unsupported_parameter", "input.logprobs")),
+        (chat_input(logprobs=0), ("unsupported_parameter", "input.logprobs")),
         (chat_input(n=2), ("unsupported_parameter", "input.n")),
         # neither Anthropic, Bedrock nor OpenAI's Responses API takes a seed or a message name
         (chat_input(seed=7), ("unsupported_parameter", "input.seed")),

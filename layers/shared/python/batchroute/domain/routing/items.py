@@ -97,6 +97,10 @@ _INERT_KEYS: Final[dict[str, int | bool | None]] = {
     "n": 1,
     "stream": False,
     "parallel_tool_calls": True,
+    # OpenAI's defaults, which clients send as they are: none of them changes an answer
+    "logprobs": False,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
 }
 _MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
     "system": frozenset({"role", "content", "type"}),
