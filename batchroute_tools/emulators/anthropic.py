@@ -56,7 +56,8 @@ Answers, usage and faults come from `behaviour.py`, answered the way Anthropic a
     transient, 5xx          500 api_error (a batch: errored, api_error)
     rate_limited            429 rate_limit_error with retry-after (a batch: errored, overloaded_error)
     overloaded              529 overloaded_error (a batch: errored, overloaded_error)
-    down                    the connection dropped unanswered (a batch: errored, api_error)
+    down                    the connection dropped unanswered (a batch holding one: its create;
+                            an injected one: that request errored, api_error)
     reset                   the connection reset halfway through the answer
     timeout                 a stream whose first byte never comes
     expire                  (a batch) that request `expired`; the batch ends
@@ -519,6 +520,9 @@ class AnthropicEmulator:
         if refusal is not None:
             return refusal
         requests = body["requests"]
+        valid = (entry for index, entry in enumerate(requests) if index not in invalid)
+        if any(self.behaviour.down(self.work(entry["params"])) for entry in valid):
+            return Reply.dropped()  # the provider is down: the batch is never made
         host = request.headers.get("host", "127.0.0.1")
         batch_id = f"msgbatch_{uuid.uuid4().hex[:24]}"
         stored = self.spool.path(f"{batch_id}-requests")

@@ -134,6 +134,7 @@ _JOB_ID: Final = re.compile(
 )
 _PROVIDER_NAMES: Final = {"anthropic": "Anthropic", "meta": "Meta", "amazon": "Amazon", "cohere": "Cohere"}
 STOP_SECONDS: Final = 1.0  # a stopped job is Stopping this long (by the clock), then Stopped
+DOWN_MARK: Final = b"[simulate:down"  # `[simulate:down]` and `[simulate:down:<provider>]`
 _FAULT_STATUS: Final = {"fail": 400, "rate_limited": 429, "overloaded": 503}
 
 
@@ -525,6 +526,8 @@ class BedrockEmulator:
             job.inputs = self._read_inputs(source)
         except Exception as exc:  # a missing object or bucket (botocore's ClientError), bad JSON
             job.status, job.ended, job.message = "Failed", job.submitted, f"Could not read the input: {exc}"
+        if self._finds_down(job):
+            return Reply.dropped()  # the provider is down: the job is never made
         job.counts["total"] = sum(i.count for i in job.inputs)
         with self._lock:
             self._jobs[job.id] = job
@@ -574,6 +577,18 @@ class BedrockEmulator:
         if not inputs:
             raise ValueError(f"no .jsonl file at {uri}")
         return inputs
+
+    def _finds_down(self, job: _Job) -> bool:
+        """Whether a record of the job's input finds this provider down (`Behaviour.down`):
+        only the lines that carry a down marker are read as requests."""
+        for found in job.inputs:
+            body = self.s3.get_object(Bucket=found.bucket, Key=found.key)["Body"]
+            for raw in body.iter_lines():
+                if DOWN_MARK in raw:
+                    work, _ = self._record_work(job, json.loads(raw).get("modelInput"))
+                    if work is not None and self.behaviour.down(work):
+                        return True
+        return False
 
     def _records(self, bucket: str, key: str) -> Iterator[dict[str, Any]]:
         """The input file's records, one line at a time."""

@@ -226,6 +226,17 @@ class Behaviour:
                 self.answered[found.kind] += 1
         return found
 
+    def down(self, work: Work) -> bool:
+        """Whether this request finds its provider down (marked, or configured): a vendor's
+        batch create that holds one is dropped, as the provider's every request is, so the
+        lane fails over as a sync lane does (nothing is remembered or counted)."""
+        text = work.text
+        return (
+            work.provider in self.config.providers_down
+            or "[simulate:down]" in text
+            or ("down", work.provider) in _FOR_PROVIDER.findall(text)
+        )
+
     def _injected_fault(self, work: Work) -> Fault | None:
         with self._lock:
             queued = self._injected.get(work.provider)
@@ -237,11 +248,7 @@ class Behaviour:
     def _marked_fault(self, work: Work, *, in_batch: bool) -> Fault | None:
         text = work.text
         provider_faults = {kind for kind, slug in _FOR_PROVIDER.findall(text) if slug == work.provider}
-        if (
-            work.provider in self.config.providers_down
-            or "[simulate:down]" in text
-            or "down" in provider_faults
-        ):
+        if self.down(work):
             return Fault("down", f"simulated provider {work.provider} is down")
         if "[simulate:fail]" in text:
             return Fault("fail", "simulated permanent failure ([simulate:fail])")

@@ -59,7 +59,8 @@ Answers, usage and faults come from `behaviour.py`, written the way Google answe
     rate_limited   429 RESOURCE_EXHAUSTED, google.rpc.RetryInfo error {code: 8}
                    retryDelay 0.2s (Google's way) + retry-after: 1
     overloaded     503 UNAVAILABLE "The model is overloaded"   error {code: 14}
-    down           the connection is dropped                   error {code: 14}
+    down           the connection is dropped                   its create dropped (injected:
+                                                               error {code: 14})
     reset          a stream is reset after its second event    answered
     timeout        a stream sends no first byte                answered
     expire         -                                           the job ends BATCH_STATE_EXPIRED
@@ -458,6 +459,9 @@ class GeminiEmulator:
         if "fileName" in source:
             return error_reply(400, "this emulator takes inlined requests only", "INVALID_ARGUMENT")
         entries = _mapping(source.get("requests")).get("requests") or []
+        model = str(request.params["model"])
+        if any(self.behaviour.down(self.work(model, _mapping(_mapping(e).get("request")))) for e in entries):
+            return Reply.dropped()  # the provider is down: the batch is never made
         job = _Job(
             f"batches/{uuid.uuid4().hex[:20]}",
             f"models/{request.params['model']}",

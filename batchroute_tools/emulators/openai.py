@@ -55,10 +55,12 @@ Answers follow OpenAI's document: required fields always (null where it allows),
 ones left out when there is nothing to say; tests parse every answer with the official
 SDK's types (`openai.types`), so the emulator cannot drift from them. Answers, usage and faults
 come from `behaviour.py`. A batch job stays `in_progress` for the configured time (by the
-injected clock), its completed count growing, then writes its output and error files; a
-cancelled job is `cancelling` until the clock moves on, then `cancelled`. A chat prompt's
-prefix seen within OpenAI's cache lifetime is reported in `cached_tokens` (cache.py; not for
-a host built with `prompt_cache=None`).
+injected clock), its completed count growing, then writes its output and error files (a
+create whose input holds a request that finds the provider down, `[simulate:down]`, is
+dropped unanswered, as the provider's every request is: the lane fails over); a cancelled
+job is `cancelling` until the clock moves on, then `cancelled`. A chat prompt's prefix seen
+within OpenAI's cache lifetime is reported in `cached_tokens` (cache.py; not for a host built
+with `prompt_cache=None`).
 Files live on disk (`spool.py`), not in memory: a job keeps the path of its input file and
 reads it line by line when it runs, writing its output and error lines to files as it goes.
 """
@@ -283,6 +285,7 @@ LIST_LIMIT_MAX: Final = 100
 # (`simulated_stuck_batch_percent`, 40 by default) until it is cancelled: a late vendor, for
 # the deadline rescue (docs/batches.md).
 STUCK_MARKER = b"[simulate:stuck_batch]"
+DOWN_MARK = b"[simulate:down"  # `[simulate:down]` and `[simulate:down:<provider>]`
 
 
 class OpenAIEmulator:
@@ -631,6 +634,8 @@ class OpenAIEmulator:
                 param="endpoint",
             )
         total, errors = self._check_input(source.path, str(body["endpoint"]))
+        if not errors and self._finds_down(source.path):
+            return Reply.dropped()  # the provider is down: the batch is never made
         assert self.spool is not None  # the batch routes exist only with a spool
         job_id = f"batch_{uuid.uuid4().hex[:24]}"
         job = _Job(
@@ -646,6 +651,16 @@ class OpenAIEmulator:
         with self._lock:
             self._jobs[job.id] = job
         return Reply.json(200, self._batch_object(job))
+
+    def _finds_down(self, path: Path) -> bool:
+        """Whether a request of the input file finds this provider down (`Behaviour.down`):
+        only the lines that carry a down marker are read as requests."""
+        for line in Spool.lines(path):
+            if DOWN_MARK in line:
+                parsed = json.loads(line)
+                if self.behaviour.down(self.work(parsed["body"], path=str(parsed["url"]))):
+                    return True
+        return False
 
     @staticmethod
     def _check_input(path: Path, endpoint: str) -> tuple[int, list[dict[str, Any]]]:

@@ -5,7 +5,7 @@ One mixed batch runs lanes through the OpenAI Batch API, Anthropic Message Batch
 OpenAI-compatible sync host (the edge pool), with one vendor 429 and one connection reset
 halfway through an answer; results, usage and the receipt are checked. Direct chat streams
 through each adapter, and fails over to the next lane when a provider errs before the
-first byte."""
+first byte; a batch lane whose vendor is down fails over to the next vendor's."""
 
 from __future__ import annotations
 
@@ -122,6 +122,28 @@ def test_a_mixed_batch_runs_through_three_vendor_adapters(api: httpx.Client) -> 
     )
     assert reserved == charged + released and charged > 0
     assert {lane["model"] for lane in bill["provider_lanes"]} == {MINI, HAIKU, LLAMA}
+
+
+def test_a_batch_lane_whose_vendor_is_down_fails_over_to_the_next_vendor(api: httpx.Client) -> None:
+    key = _key(api)
+    # Given Claude items quoted on Anthropic's Message Batches, whose create finds Anthropic
+    # down (the emulator drops it unanswered)
+    items = [_item(n, HAIKU, f"Classify {n}. [simulate:down:anthropic]") for n in range(2)]
+    created = api.post(
+        "/v1/batches", json={"items": items}, headers={**key, "Idempotency-Key": f"down-{uuid.uuid4().hex}"}
+    )
+    assert created.status_code == 202, created.text
+    batch_id = created.json()["batch"]["id"]
+    # When it runs / Then the lane fails over to Bedrock's, which answers every item
+    batch = _finished(api, key, batch_id)
+    assert batch["state"] == "completed" and batch["counts"]["completed"] == 2, batch
+    lanes = api.get(
+        f"/v1/batches/{batch_id}", params={"include_billing_receipt": "true"}, headers=key
+    ).json()["batch"]["lane_statuses"]
+    assert {(lane["provider"], lane["status"]) for lane in lanes} == {
+        ("anthropic", "failed"),
+        ("bedrock", "completed"),
+    }
 
 
 @pytest.mark.parametrize(

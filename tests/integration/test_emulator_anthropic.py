@@ -680,6 +680,21 @@ def test_a_message_batch_end_to_end(batches: AnthropicBatches) -> None:
     assert [r.status for r in batches.results(again)] == ["completed"]
 
 
+def test_a_batch_holding_a_request_that_finds_anthropic_down_is_never_made(
+    batches: AnthropicBatches,
+) -> None:
+    # Given a batch one of whose requests finds the provider down (another provider's mark
+    # takes nothing down here)
+    fine = ask(say("Fine [simulate:down:bedrock]"), custom_id="seq-0")
+    down = ask(say("Gone [simulate:down:anthropic]"), custom_id="seq-1")
+    # Then its create is dropped unanswered: the lane is unavailable (it fails over), as a
+    # sync request to a provider that is down is
+    with pytest.raises(base.ProviderUnavailable) as raised:
+        batches.submit([fine, down])
+    assert raised.value.code == "provider_unreachable"
+    assert poll_until_done(batches, batches.submit([fine])) == "completed"
+
+
 def test_a_cancelled_batch_and_an_unknown_one(batches: AnthropicBatches) -> None:
     job = batches.submit([ask(say("Cancel"), custom_id="seq-0")])
     batches.cancel(job)

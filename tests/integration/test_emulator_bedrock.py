@@ -567,6 +567,19 @@ def test_batch_job_end_to_end(s3: Any, batch: BedrockBatch, clock: Clock) -> Non
     }
 
 
+def test_a_job_holding_a_record_that_finds_bedrock_down_is_never_made(
+    batch: BedrockBatch, clock: Clock
+) -> None:
+    fine = request("Fine [simulate:down:anthropic]", custom_id="seq-0")  # another provider's mark
+    # Then the create is dropped unanswered: the lane is unavailable (it fails over)
+    with pytest.raises(ProviderUnavailable) as raised:
+        batch.submit([fine, request("Gone [simulate:down:bedrock]", custom_id="seq-1")])
+    assert raised.value.code == "provider_unreachable"
+    job_id = batch.submit([fine])
+    clock.now += BATCH_SECONDS * 2
+    assert batch.poll(job_id).state == "completed"
+
+
 def test_expired_job_keeps_the_finished_records(batch: BedrockBatch, clock: Clock) -> None:
     job_id = batch.submit(
         [request("One", custom_id="seq-0"), request("Two [simulate:expire]", custom_id="seq-1")]

@@ -809,6 +809,18 @@ def test_hosted_tools_whole_and_streamed(stack: Stack) -> None:
     assert "".join(e.text for e in events if isinstance(e, StreamDelta)) == whole.output["content"]
 
 
+def test_a_batch_holding_a_request_that_finds_google_down_is_never_made(stack: Stack) -> None:
+    batches = stack.batches()
+    fine = item({"input": "Fine [simulate:down:openai]"}, custom_id="seq-0")  # another provider's mark
+    # Then the create is dropped unanswered: the lane is unavailable (it fails over)
+    with pytest.raises(ProviderUnavailable) as raised:
+        batches.submit([fine, item({"input": "Gone [simulate:down:google]"}, custom_id="seq-1")])
+    assert raised.value.code == "provider_unreachable"
+    job = batches.submit([fine])
+    stack.clock[0] += BATCH_SECONDS
+    assert by_id(batches.results(job))["seq-0"].status == "completed"
+
+
 def test_hosted_tools_in_a_batch_job(stack: Stack) -> None:
     batches = stack.batches()
     job = batches.submit([item(HOSTED, custom_id="seq-0"), item({"input": "Plain."}, custom_id="seq-1")])

@@ -518,6 +518,18 @@ def test_a_batch_job_end_to_end(server: EmulatorServer) -> None:
     assert [r.status for r in batch.results(again)] == ["completed"]  # the retry's line is whole
 
 
+def test_a_batch_holding_a_request_that_finds_openai_down_is_never_made(server: EmulatorServer) -> None:
+    batch = make_batch(endpoint(server), "sk-local")
+    fine = request("fine [simulate:down:groq]", custom_id="seq-0")  # another provider's mark
+    # Then the create is dropped unanswered: the lane is unavailable (it fails over)
+    with pytest.raises(ProviderUnavailable) as raised:
+        batch.submit([fine, request("gone [simulate:down:openai]", custom_id="seq-1")])
+    assert raised.value.code == "provider_unreachable"
+    job = batch.submit([fine])
+    time.sleep(0.35)
+    assert batch.poll(job).state == "completed"
+
+
 def test_an_expiring_batch_keeps_the_finished_lines(server: EmulatorServer) -> None:
     batch = make_batch(endpoint(server), "sk-local")
     job = batch.submit([request("a", custom_id="seq-0"), request("b [simulate:expire]", custom_id="seq-1")])
