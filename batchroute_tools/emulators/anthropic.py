@@ -90,7 +90,14 @@ from batchroute_tools.contracts.anthropic import (
     required_betas,
     warm,
 )
-from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.behaviour import (
+    RETRY_AFTER_MS,
+    Answer,
+    Behaviour,
+    Fault,
+    Work,
+    stop_sequences,
+)
 from batchroute_tools.emulators.cache import Breakpoint, PromptCache, anthropic_minimum, digest
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -270,6 +277,7 @@ class AnthropicEmulator:
             messages=tuple(turns),
             max_tokens=int(body.get("max_tokens") or 1),
             stream=bool(body.get("stream")),
+            stops=stop_sequences(body.get("stop_sequences")),
         )
 
     def answer(self, body: Mapping[str, Any], work: Work) -> Answer:
@@ -401,7 +409,16 @@ class AnthropicEmulator:
         if "web_search" in tools:
             usage["server_tool_use"] = {"web_search_requests": 1, "web_fetch_requests": 0}
         text = [] if paused else [{"type": "text", "text": answer.content}]
-        stop = "pause_turn" if paused else "max_tokens" if answer.finish == "length" else "end_turn"
+        met = None if paused else answer.stop_sequence
+        stop = (
+            "pause_turn"
+            if paused
+            else "stop_sequence"
+            if met
+            else "max_tokens"
+            if answer.finish == "length"
+            else "end_turn"
+        )
         return {
             "id": f"msg_{answer.ident}",
             "type": "message",
@@ -409,7 +426,7 @@ class AnthropicEmulator:
             "model": work.model,
             "content": [*server_tool_blocks(work, answer, tools), *text],
             "stop_reason": stop,
-            "stop_sequence": None,
+            "stop_sequence": met,
             "usage": usage,
         }
 
@@ -437,7 +454,7 @@ class AnthropicEmulator:
             yield 0.0, sse("content_block_stop", {"type": "content_block_stop", "index": index})
         if not paused:
             yield from self._text_events(len(used), answer)
-        finish = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
+        finish = {"stop_reason": whole["stop_reason"], "stop_sequence": whole["stop_sequence"]}
         usage = {"output_tokens": answer.completion_tokens}
         if "server_tool_use" in whole["usage"]:
             usage["server_tool_use"] = whole["usage"]["server_tool_use"]

@@ -88,7 +88,7 @@ from urllib.parse import unquote
 
 from batchroute_tools.contracts.anthropic import CACHE_TTLS, MAX_CACHE_BREAKPOINTS
 from batchroute_tools.contracts.bedrock import model_family, request_violations
-from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work, stop_sequences
 from batchroute_tools.emulators.cache import Breakpoint, PromptCache, anthropic_minimum, digest
 from batchroute_tools.emulators.server import Reply, Request, Vendor
 
@@ -352,9 +352,15 @@ class BedrockEmulator:
             messages.append(
                 {"role": message.get("role"), "content": [_part(b) for b in message.get("content") or []]}
             )
-        limit = (body.get("inferenceConfig") or {}).get("maxTokens") or 4096
+        config = body.get("inferenceConfig") or {}
         return Work(
-            self.provider, model, "chat", messages=tuple(messages), max_tokens=int(limit), stream=stream
+            self.provider,
+            model,
+            "chat",
+            messages=tuple(messages),
+            max_tokens=int(config.get("maxTokens") or 4096),
+            stream=stream,
+            stops=stop_sequences(config.get("stopSequences")),
         )
 
     def converse_response(self, answer: Answer, call: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -703,7 +709,12 @@ class BedrockEmulator:
                 messages.append({"role": "system", "content": body["system"]})
             messages.extend(m for m in body["messages"] if isinstance(m, Mapping))
             return Work(
-                self.provider, job.model, "chat", messages=tuple(messages), max_tokens=body["max_tokens"]
+                self.provider,
+                job.model,
+                "chat",
+                messages=tuple(messages),
+                max_tokens=body["max_tokens"],
+                stops=stop_sequences(body.get("stop_sequences")),
             ), ""
         prompt = ({"role": "user", "content": body["prompt"]},)
         limit = int(body.get("max_gen_len", 512))
@@ -785,7 +796,7 @@ def _anthropic_output(model: str, answer: Answer) -> dict[str, Any]:
         "model": _GEO.sub("", model).removeprefix("anthropic.").rsplit("-v", 1)[0],
         "content": [{"type": "text", "text": answer.content}],
         "stop_reason": _stop_reason(answer),
-        "stop_sequence": None,
+        "stop_sequence": answer.stop_sequence,
         "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": answer.completion_tokens},
     }
 
@@ -801,6 +812,8 @@ def _llama_output(answer: Answer) -> dict[str, Any]:
 
 
 def _stop_reason(answer: Answer) -> str:
+    if answer.stop_sequence:
+        return "stop_sequence"
     return "max_tokens" if answer.finish == "length" else "end_turn"
 
 

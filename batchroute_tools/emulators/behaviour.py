@@ -43,7 +43,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from batchroute.config import Settings
@@ -161,6 +161,7 @@ class Work:
     max_tokens: int = 4096
     stream: bool = False
     dimensions: int | None = None  # embeddings: the floats a vector has (None: EMBEDDING_DIMENSIONS)
+    stops: tuple[str, ...] = ()  # chat: the stop sequences the request gives (the vendor's own key)
 
     @property
     def input_tokens(self) -> int:
@@ -190,10 +191,38 @@ class Answer:
     ident: str = ""  # a stable id for the answer (hex)
     cache_read_tokens: int = 0  # of prompt_tokens, read from the vendor's prompt cache (cache.py)
     cache_write_tokens: int = 0  # of prompt_tokens, written to it
+    stop_sequence: str | None = None  # the stop sequence the answer was cut at (finish `stop`)
 
     @property
     def content(self) -> str:
         return "".join(self.pieces)
+
+
+def stop_sequences(value: object) -> tuple[str, ...]:
+    """A request's stop sequences as the vendors give them: one string or a list of them."""
+    listed = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return tuple(s for s in listed if isinstance(s, str) and s)
+
+
+def cut_at_stop(answer: Answer, stops: tuple[str, ...]) -> Answer:
+    """The answer as a stop sequence leaves it, as every vendor does: cut before the first
+    stop sequence it contains (the sequence itself left out), finish `stop`, its tokens
+    those it kept, `stop_sequence` the one it met."""
+    content = answer.content
+    found = [(content.find(s), s) for s in stops if s in content]
+    if not found:
+        return answer
+    cut, met = min(found)
+    pieces: list[str] = []
+    left = cut
+    for piece in answer.pieces:
+        if left <= 0:
+            break
+        pieces.append(piece[:left])
+        left -= len(piece)
+    return replace(
+        answer, pieces=tuple(pieces), finish="stop", completion_tokens=len(pieces), stop_sequence=met
+    )
 
 
 class Behaviour:
@@ -297,7 +326,8 @@ class Behaviour:
             words = WRONG_ANSWER.split(" ")[: min(limit, natural)]
         pieces = tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
         finish: Finish = "length" if natural > limit else "stop"
-        return Answer(pieces, finish, prompt_tokens(work.messages), len(pieces), (), digest[:12].hex())
+        answer = Answer(pieces, finish, prompt_tokens(work.messages), len(pieces), (), digest[:12].hex())
+        return cut_at_stop(answer, work.stops)
 
     def vector(self, work: Work, text: str) -> tuple[float, ...]:
         """A unit vector of `work.dimensions` floats (EMBEDDING_DIMENSIONS by default) from a

@@ -90,7 +90,14 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from batchroute_tools.contracts.gemini import request_violations, warm
-from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.behaviour import (
+    RETRY_AFTER_MS,
+    Answer,
+    Behaviour,
+    Fault,
+    Work,
+    stop_sequences,
+)
 from batchroute_tools.emulators.cache import PromptCache, gemini_rule
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
 
@@ -322,9 +329,15 @@ class GeminiEmulator:
         for content in body.get("contents") or []:
             role = "assistant" if content.get("role") == "model" else "user"
             messages.append({"role": role, "content": _message_content(content.get("parts"))})
-        limit = _mapping(body.get("generationConfig")).get("maxOutputTokens") or 8192
+        config = _mapping(body.get("generationConfig"))
         return Work(
-            self.provider, model, "chat", messages=tuple(messages), max_tokens=int(limit), stream=stream
+            self.provider,
+            model,
+            "chat",
+            messages=tuple(messages),
+            max_tokens=int(config.get("maxOutputTokens") or 8192),
+            stream=stream,
+            stops=stop_sequences(config.get("stopSequences")),
         )
 
     def generate(self, request: Request) -> Reply:

@@ -3,7 +3,7 @@
 Routes (under the vendor's prefix, e.g. `/openai`, `/hosts/groq`):
 
 - `POST /v1/chat/completions`: a `chat.completion` (cut before the first `stop` sequence it
-  would contain, as OpenAI does: `stopped`), or with `stream: true` server-sent
+  would contain, as OpenAI does: behaviour.py `cut_at_stop`), or with `stream: true` server-sent
   `chat.completion.chunk` events, the usage chunk when `stream_options.include_usage`, then
   `data: [DONE]`; a body whose `tool_choice` forces a function call (`required`, or a named
   function) gets that call (`forced_call`: arguments `{}`, `content` null, finish_reason
@@ -81,7 +81,7 @@ from typing import Any, Final
 
 import batchroute_tools.emulators.openai_responses as openai_responses
 from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
-from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work, stop_sequences
 from batchroute_tools.emulators.cache import OPENAI_CACHE, CacheRule, PromptCache
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -151,24 +151,6 @@ def given_tokens(value: object) -> int | None:
 
 def _token_id(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def stopped(answer: Answer, stop: object) -> Answer:
-    """A chat answer as Chat Completions' `stop` leaves it: cut before the first stop sequence
-    it contains (the sequence itself left out), finish `stop`, its tokens those it kept."""
-    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
-    content = answer.content
-    cut = min((content.find(s) for s in stops if isinstance(s, str) and s and s in content), default=-1)
-    if cut < 0:
-        return answer
-    pieces: list[str] = []
-    left = cut
-    for piece in answer.pieces:
-        if left <= 0:
-            break
-        pieces.append(piece[:left])
-        left -= len(piece)
-    return replace(answer, pieces=tuple(pieces), finish="stop", completion_tokens=len(pieces))
 
 
 INVALID: Final = "invalid_request_error"
@@ -369,6 +351,7 @@ class OpenAIEmulator:
             messages=tuple(m for m in body.get("messages") or [] if isinstance(m, Mapping)),
             max_tokens=int(limit),
             stream=bool(body.get("stream")),
+            stops=stop_sequences(body.get("stop")),
         )
 
     def refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
@@ -435,7 +418,7 @@ class OpenAIEmulator:
         if isinstance(admitted, Reply):
             return admitted
         body, work, fault = admitted
-        answer = stopped(self.answer(work), body.get("stop"))
+        answer = self.answer(work)
         ident, created = f"chatcmpl-{answer.ident}", int(self.clock())
         call = forced_call(body, answer)
         if call is not None:
@@ -830,7 +813,6 @@ class OpenAIEmulator:
                 body, work, answer, ident=answer.ident, created=int(self.clock())
             )
         else:
-            answer = stopped(answer, body.get("stop"))
             result = self.completion(work, answer, f"chatcmpl-{answer.ident}", int(self.clock()))
         row = {
             "id": f"batch_req_{uuid.uuid4().hex[:24]}",

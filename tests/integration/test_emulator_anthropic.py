@@ -623,6 +623,22 @@ def test_a_reset_mid_stream_interrupts_it_after_the_start(sync: AnthropicMessage
     assert whole.value.code == "stream_interrupted"
 
 
+def test_stop_sequences_cut_the_answer_as_anthropic_does(sync: AnthropicMessages) -> None:
+    # Given a request whose stop sequences the answer meets (" from" in "Simulated answer from")
+    stopped = ask(
+        say("Say hi"), input={"messages": [{"role": "user", "content": say("hi")}], "stop": [" from", "zzz"]}
+    )
+    whole = sync.complete(stopped)
+    # Then the answer ends before it, as Anthropic's says: stop_reason stop_sequence, naming it
+    assert whole.output is not None and whole.raw is not None
+    assert (whole.output["content"], whole.output["finish_reason"]) == ("Simulated answer", "stop")
+    assert (whole.raw["stop_reason"], whole.raw["stop_sequence"]) == ("stop_sequence", " from")
+    assert whole.usage.completion_tokens == 2
+    events = list(sync.stream(stopped))
+    assert isinstance(events[-1], base.StreamEnd) and events[-1].result.output == whole.output
+    assert "".join(e.text for e in events if isinstance(e, base.StreamDelta)) == "Simulated answer"
+
+
 def test_a_dropped_connection_is_unavailable(sync: AnthropicMessages) -> None:
     with pytest.raises(base.ProviderUnavailable):
         sync.complete(ask("[simulate:down]"))

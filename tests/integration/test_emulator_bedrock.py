@@ -635,6 +635,14 @@ def test_llama_converse_takes_stop_sequences(sync: BedrockConverse) -> None:
     assert result.status == "completed"
 
 
+def test_converse_stop_sequences_cut_the_answer_as_bedrock_does(sync: BedrockConverse) -> None:
+    built = request("Say hi")
+    result = sync.complete(replace(built, input={**built.input, "stop": [" from", "zzz"]}))
+    assert result.output is not None and result.raw is not None
+    assert (result.output["content"], result.output["finish_reason"]) == ("Simulated answer", "stop")
+    assert result.raw["stopReason"] == "stop_sequence"
+
+
 def test_a_batch_without_stops_writes_no_stops_file(s3: Any, batch: BedrockBatch, clock: Clock) -> None:
     job_id = batch.submit([request("Prime?", model=LLAMA)])
     assert not [o for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"] if o["Key"].endswith(".json")]

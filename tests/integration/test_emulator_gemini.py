@@ -470,6 +470,18 @@ def test_adapter_batch_request_is_sdk_types(stack: Stack) -> None:
 
 
 # -- (c) the adapter against the emulator ------------------------------------------------------
+def test_stop_sequences_cut_the_answer_as_gemini_does(stack: Stack) -> None:
+    # Given a request whose stop sequences the answer meets (" from" in "Simulated answer from")
+    stopped = item({"input": "Say hi", "stop": [" from", "zzz"]})
+    whole = stack.sync().complete(stopped)
+    # Then the answer ends before it (finishReason STOP)
+    assert whole.output is not None and whole.raw is not None
+    assert (whole.output["content"], whole.output["finish_reason"]) == ("Simulated answer", "stop")
+    assert whole.raw["candidates"][0]["finishReason"] == "STOP"
+    events = list(stack.sync().stream(stopped))
+    assert "".join(e.text for e in events if isinstance(e, StreamDelta)) == "Simulated answer"
+
+
 def test_complete(stack: Stack) -> None:
     result = stack.sync().complete(item({"input": "What is batch mode?"}))
     assert result.status == "completed"
