@@ -71,6 +71,8 @@ def test_our_fields_are_not_passed_to_the_provider() -> None:
         ({"provider_preferences": {"only": ["nobody"]}}, "invalid_request"),
         ({"max_tokens": 0}, "invalid_request"),
         ({"n": 2}, "invalid_request"),
+        ({"stream_options": {"include_usage": True}}, "invalid_request"),  # without stream, as OpenAI
+        ({"stream": False, "stream_options": {"include_usage": False}}, "invalid_request"),
         ({"messages": "hi"}, "invalid_request"),
     ],
 )

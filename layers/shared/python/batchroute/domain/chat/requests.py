@@ -102,6 +102,10 @@ def parse_chat_request(body: Any, catalog: Catalog) -> ChatRequest:
             raise _invalid(f"messages[{i}]", "Each message is an object with a role.")
     stream = _flag(body, "stream", default=False)
     include_usage = _include_usage(body.get("stream_options"))
+    if body.get("stream_options") is not None and not stream:  # as OpenAI answers it
+        raise _invalid(
+            "stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled."
+        )
     queue = _queue(body.get("batch"))
     if stream and queue is not None:
         raise InvalidRequest(
