@@ -382,6 +382,12 @@ def test_batch_create_errors_are_in_the_vendor_shape(client: TestClient, auth: d
     # A row whose model is not in the catalog: the native preflight, reported by line and field
     unknown = vendor_error(create(client, auth, file_id), 400)
     assert unknown["message"].startswith("Line 2:") and unknown["param"] == "body.model", unknown
+    # A Responses row without its input: the field its endpoint names, not the chat name
+    bare = {**row(0, url="/v1/responses"), "body": {"model": LLAMA, "max_output_tokens": 32}}
+    no_input = vendor_error(
+        create(client, auth, uploaded(client, auth, [bare]), endpoint="/v1/responses"), 400
+    )
+    assert no_input["param"] == "body.input", no_input
     # A row whose url is not the batch's endpoint
     mixed = uploaded(client, auth, [row(0), row(1, url="/v1/responses")])
     mismatch = vendor_error(create(client, auth, mixed), 400)

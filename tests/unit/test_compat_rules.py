@@ -119,6 +119,21 @@ def test_preflight_paths_become_request_fields(path: str | None, param: str | No
     assert input_param(path) == param
 
 
+@pytest.mark.parametrize(
+    ("path", "endpoint", "param"),
+    [
+        # the reader's chat name of a Responses row's input, and its name of an embedding's
+        ("items[0].input.messages", "/v1/responses", "body.input"),
+        ("items[0].input.messages[2].content", "/v1/responses", "body.input[2].content"),
+        ("items[0].input.text", "/v1/embeddings", "body.input"),
+        ("items[0].input.messages", "/v1/chat/completions", "body.messages"),
+        ("items[0].input.text_format", "/v1/embeddings", "body.text_format"),  # another field
+    ],
+)
+def test_a_field_is_named_as_the_endpoints_body_names_it(path: str, endpoint: str, param: str) -> None:
+    assert input_param(path, endpoint) == param
+
+
 def _batch(state: str, *, finalized: bool = False, **extra: Any) -> BatchRecord:
     batch: dict[str, Any] = {
         "batch_id": BATCH,

@@ -106,9 +106,18 @@ def read_row(line: int, parsed: Mapping[str, Any] | LineError) -> Row | RowProbl
     return Row(url=url, item=item)
 
 
-def input_param(path: str | None) -> str | None:
+# A request field the native reader names by one of its two names (chat `messages` or the
+# Responses API's `input`; embeddings `text` or `input`), as the endpoint's body calls it.
+_ENDPOINT_NAMES: Final[dict[str, tuple[str, str]]] = {
+    "/v1/responses": ("messages", "input"),
+    "/v1/embeddings": ("text", "input"),
+}
+
+
+def input_param(path: str | None, endpoint: str = "") -> str | None:
     """A native preflight path (`items[3].input.messages[0]`) as the vendor row's field
-    (`body.messages[0]`)."""
+    (`body.messages[0]`), named as `endpoint`'s body names it (a Responses row lacking its
+    input: `body.input`, not the chat name `body.messages`)."""
     if not path or not path.startswith("items["):
         return path
     _, _, rest = path.partition("].")
@@ -116,6 +125,9 @@ def input_param(path: str | None) -> str | None:
         return None
     head, dot, tail = rest.partition(".")
     if head == "input":
+        native, named = _ENDPOINT_NAMES.get(endpoint, ("", ""))
+        if native and (tail == native or tail.startswith((f"{native}.", f"{native}["))):
+            tail = named + tail[len(native) :]
         return f"body.{tail}" if dot else "body"
     return {
         "customer_item_id": "custom_id",

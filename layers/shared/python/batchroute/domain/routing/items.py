@@ -416,7 +416,13 @@ def _read_conversation(
     elif conversation is not None and payload.get("input") is not None:
         problems.append(_shape("invalid_field", "input.input", "Give messages or input, not both."))
     if conversation is None:
-        problems.append(_shape("missing_field", where, "A chat-style input needs messages."))
+        problems.append(
+            _shape(
+                "missing_field",
+                where,
+                "A chat-style input needs messages (or input, as the Responses API names them).",
+            )
+        )
     elif not isinstance(conversation, list) or not conversation:
         problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
     else:

@@ -170,7 +170,7 @@ class CompatBatches:
             )
         except InvalidRequest as exc:
             if exc.code == "batch_preflight_failed":
-                raise _preflight_error(exc) from exc
+                raise _preflight_error(exc, request.endpoint) from exc
             raise
         created = self.reads.owned(principal, str(json.loads(answer.body)["batch"]["id"]))
         if answer.replayed:
@@ -298,7 +298,7 @@ def _check(request: CompatBatchRequest) -> None:
         raise InvalidRequest(exc.message, code="invalid_metadata", details={"param": "metadata"}) from None
 
 
-def _preflight_error(exc: InvalidRequest) -> InvalidRequest:
+def _preflight_error(exc: InvalidRequest, endpoint: str) -> InvalidRequest:
     """The native preflight failure as the vendor reports a bad batch: the first problem, with
     the input line it is on and the request field (`body.messages`) as `param`."""
     errors = ((exc.details or {}).get("preflight") or {}).get("errors") or []
@@ -312,5 +312,5 @@ def _preflight_error(exc: InvalidRequest) -> InvalidRequest:
     return InvalidRequest(
         message,
         code=str(first.get("code") or exc.code),
-        details={"param": input_param(first.get("path")), "line": line, "preflight": exc.details},
+        details={"param": input_param(first.get("path"), endpoint), "line": line, "preflight": exc.details},
     )
