@@ -46,21 +46,24 @@ def _row(**overrides: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("url", "operation"),
-    [("/v1/chat/completions", "responses"), ("/v1/responses", "responses"), ("/v1/embeddings", "embeddings")],
+    ("url", "operation", "given"),
+    [
+        (
+            "/v1/chat/completions",
+            "responses",
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5},
+        ),
+        ("/v1/responses", "responses", {"input": "hi", "max_output_tokens": 16}),
+        ("/v1/embeddings", "embeddings", {"input": ["hi"]}),
+    ],
 )
 def test_the_url_picks_the_operation_and_the_body_less_its_model_is_the_input(
-    url: str, operation: str
+    url: str, operation: str, given: dict[str, Any]
 ) -> None:
-    read = read_row(1, _row(url=url))
+    read = read_row(1, _row(url=url, body={"model": "m", **given}))
     assert not isinstance(read, RowProblem)
     assert read.url == url
-    assert read.item == {
-        "customer_item_id": "a",
-        "operation": operation,
-        "model": "m",
-        "input": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5},
-    }
+    assert read.item == {"customer_item_id": "a", "operation": operation, "model": "m", "input": given}
 
 
 @pytest.mark.parametrize(
@@ -73,6 +76,10 @@ def test_the_url_picks_the_operation_and_the_body_less_its_model_is_the_input(
         (_row(body=[]), "body"),
         (_row(body={"messages": []}), "body.model"),
         (_row(body={"model": 3}), "body.model"),
+        # the other dialect's name of the endpoint's field, which the vendor's endpoint refuses
+        (_row(body={"model": "m", "input": "hi"}), "body.input"),
+        (_row(url="/v1/responses", body={"model": "m", "messages": []}), "body.messages"),
+        (_row(url="/v1/embeddings", body={"model": "m", "text": "hi"}), "body.text"),
     ],
 )
 def test_a_bad_row_names_its_line_and_field(row: dict[str, Any], param: str) -> None:

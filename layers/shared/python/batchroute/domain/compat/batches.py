@@ -94,6 +94,11 @@ def read_row(line: int, parsed: Mapping[str, Any] | LineError) -> Row | RowProbl
     if (not isinstance(model, str) or not model) and (preset is None or model is not None):
         return RowProblem(line, "body.model", "body.model must name a model.")
     assert isinstance(url, str)
+    foreign = _FOREIGN_FIELDS.get(url, "")
+    if foreign in body:  # the native reader takes both dialects; the vendor's endpoint takes its own
+        return RowProblem(
+            line, f"body.{foreign}", f"Unrecognized request argument supplied: {foreign} ({url})."
+        )
     item: dict[str, Any] = {
         "customer_item_id": custom_id,
         "operation": operation,
@@ -106,6 +111,14 @@ def read_row(line: int, parsed: Mapping[str, Any] | LineError) -> Row | RowProbl
     return Row(url=url, item=item)
 
 
+# The other dialect's name of an endpoint's own field, which that endpoint does not take (the
+# native reader takes either): Chat Completions has messages, the Responses API input, the
+# embeddings endpoint input.
+_FOREIGN_FIELDS: Final[dict[str, str]] = {
+    "/v1/chat/completions": "input",
+    "/v1/responses": "messages",
+    "/v1/embeddings": "text",
+}
 # A request field the native reader names by one of its two names (chat `messages` or the
 # Responses API's `input`; embeddings `text` or `input`), as the endpoint's body calls it.
 _ENDPOINT_NAMES: Final[dict[str, tuple[str, str]]] = {
