@@ -688,10 +688,16 @@ def check_workflow_inputs(product: WorkflowProduct, inputs: Sequence[Any]) -> No
         raise PreflightFailed("The workflow inputs do not match the product's input schema.", listed)
 
 
-_VALIDATORS: dict[str, Any] = {}  # a product's slug -> its input schema's validator
+class _SchemaValidator(Protocol):
+    """jsonschema's Draft202012Validator, as the input check uses it."""
+
+    def iter_errors(self, instance: object) -> Iterator[Any]: ...
 
 
-def _input_validator(product: WorkflowProduct) -> Any:
+_VALIDATORS: dict[str, _SchemaValidator] = {}  # a product's slug -> its input schema's validator
+
+
+def _input_validator(product: WorkflowProduct) -> _SchemaValidator:
     """The product's input validator, made once (jsonschema is imported by the first
     workflow quote, not at cold start)."""
     found = _VALIDATORS.get(product.slug)
