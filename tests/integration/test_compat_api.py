@@ -410,7 +410,14 @@ def test_batch_create_errors_are_in_the_vendor_shape(client: TestClient, auth: d
         headers=auth,
     ).json()["file"]["id"]
     assert vendor_error(create(client, auth, native), 400)["param"] == "input_file_id"
-    assert vendor_error(client.get(f"{BASE}/batches/batch_01jzzzzzzzzzzzzzzzzzzzzzzz", headers=auth), 404)
+    # An unknown batch id is the same 404 whether or not it is well formed
+    for unknown in ("batch_01jzzzzzzzzzzzzzzzzzzzzzzz", "batch_nope"):
+        missing = vendor_error(client.get(f"{BASE}/batches/{unknown}", headers=auth), 404)
+        assert (missing["code"], missing["param"], missing["message"]) == (
+            "batch_not_found",
+            "batch_id",
+            f"No such batch: {unknown}.",
+        )
     # Nothing was created by any of these
     assert client.get(f"{BASE}/batches", headers=auth).json()["data"] == []
 

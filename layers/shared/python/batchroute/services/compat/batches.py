@@ -222,11 +222,15 @@ class CompatBatches:
         return batch_object(batch)
 
     def _owned(self, principal: Principal, batch_id: str) -> BatchRecord:
+        unknown = NotFound(
+            f"No such batch: {batch_id[:64]}.", code="batch_not_found", details={"param": "batch_id"}
+        )
         if not has_prefix(batch_id, "batch"):
-            raise NotFound(
-                f"No such batch: {batch_id[:64]}.", code="batch_not_found", details={"param": "batch_id"}
-            )
-        batch = self.reads.owned(principal, batch_id)
+            raise unknown
+        try:
+            batch = self.reads.owned(principal, batch_id)
+        except NotFound:  # a well-formed id of no batch: the same answer as any unknown id
+            raise unknown from None
         if batch.source != "compat":
             raise NotFound(
                 "This batch was not created on the vendor-compatible surface; read it at /v1/batches.",
