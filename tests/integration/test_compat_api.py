@@ -850,6 +850,7 @@ def test_a_metadata_work_order_id_that_is_no_wo_id_is_the_customers_own_tag(
             metadata={"work_order_id": "wo_01jzzzzzzzzzzzzzzzzzzzzzzz"},
         )
     assert missing.value.code == "work_order_not_found"
+    assert missing.value.param == "metadata.work_order_id"  # the field's whole path, as docs/compat.md says
 
 
 # -- listing and deleting files ------------------------------------------------------------------

@@ -172,6 +172,12 @@ class CompatBatches:
             if exc.code == "batch_preflight_failed":
                 raise _preflight_error(exc, request.endpoint) from exc
             raise
+        except NotFound as exc:  # the metadata's work order: named by its whole path
+            if exc.code == "work_order_not_found":
+                raise NotFound(
+                    exc.message, code=exc.code, details={"param": "metadata.work_order_id"}
+                ) from exc
+            raise
         created = self.reads.owned(principal, str(json.loads(answer.body)["batch"]["id"]))
         if answer.replayed:
             _check_same_request(created, compat)
