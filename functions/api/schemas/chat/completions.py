@@ -60,6 +60,17 @@ class ChatCompletionRequest(ChatOptions):
     needs structured outputs, image parts need vision) is never chosen. Any other field is
     refused, never dropped silently."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={  # stream_options (not null) only with stream true, as OpenAI answers
+            "if": {
+                "properties": {"stream_options": {"not": {"type": "null"}}},
+                "required": ["stream_options"],
+            },
+            "then": {"properties": {"stream": {"const": True}}, "required": ["stream"]},
+        },
+    )
+
     model: str = Field(  # type: ignore[assignment]
         default=None,
         min_length=1,

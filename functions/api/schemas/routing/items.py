@@ -315,6 +315,10 @@ class InertKeys(BaseModel):
     n: Literal[1] = Field(default=1, description=_INERT)
     stream: Literal[False] = Field(default=False, description=_INERT)
     parallel_tool_calls: Literal[True] = Field(default=True, description=_INERT)
+    # OpenAI's defaults, as clients send them unasked (any other value is refused)
+    logprobs: Literal[False] = Field(default=False, description=_INERT)
+    presence_penalty: Literal[0] = Field(default=0, description=_INERT)
+    frequency_penalty: Literal[0] = Field(default=0, description=_INERT)
 
 
 def _one_of(first: str, second: str) -> dict[str, Any]:
