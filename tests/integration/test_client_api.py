@@ -78,6 +78,13 @@ def test_quote_create_read_list_cancel_through_the_client(
     _run_to_the_end(local_aws, batch.id)
     done = sdk.batches.wait(batch.id, poll_interval=1)
     assert done.state == "canceled" and done.is_settled
+    # And its receipt comes in the same answer when asked for (None before, or not asked)
+    assert read.billing_receipt is None and done.billing_receipt is None
+    billed = sdk.batches.get(batch.id, include_billing_receipt=True)
+    receipt = billed.billing_receipt
+    assert receipt is not None and receipt.batch_id == batch.id
+    assert receipt.credit_reserved.value == receipt.credit_charged.value + receipt.credit_released.value
+    assert "lane_statuses" in billed.raw
     assert [(r.status, (r.error or {}).get("code")) for r in sdk.batches.results(batch.id)] == [
         ("failed", "canceled")
     ] * 2

@@ -12,6 +12,7 @@ awaiting loop on `httpx.AsyncClient` (docs/client.md, "Structure").
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json as _json
 import os
 import uuid
@@ -344,6 +345,15 @@ def nothing_done(response: httpx.Response) -> bool:
 
 def _batch_of(body: Any) -> models.Batch:
     return models.Batch.from_dict(body["batch"])
+
+
+def _batch_with_receipt(body: Any) -> models.Batch:
+    """GET /v1/batches/{id}'s answer: the batch, with the receipt beside it when there is one."""
+    batch = _batch_of(body)
+    receipt = body.get("billing_receipt")
+    if not isinstance(receipt, Mapping):
+        return batch
+    return dataclasses.replace(batch, billing_receipt=models.BillingReceipt.from_dict(receipt))
 
 
 def _delivery_of(body: Any) -> models.BucketDelivery:
@@ -882,11 +892,16 @@ class Operations:
         headers = {"Idempotency-Key": idempotency_key or new_idempotency_key()}
         return (yield from self._fetch("POST", "/v1/batches", _batch_of, json=body, headers=headers))
 
-    def batch_get(self, batch_id: str, *, include_details: bool = False) -> Plan[models.Batch]:
+    def batch_get(
+        self, batch_id: str, *, include_details: bool = False, include_billing_receipt: bool = False
+    ) -> Plan[models.Batch]:
         """The batch; `include_details`: its full view (work order, workflow contract, lane
-        statuses, webhook and bucket delivery states), in `Batch.raw`."""
-        params = {"include_details": "true"} if include_details else None
-        return (yield from self._fetch("GET", f"/v1/batches/{batch_id}", _batch_of, params=params))
+        statuses, webhook and bucket delivery states), in `Batch.raw`;
+        `include_billing_receipt`: its lane statuses too, and once settled its receipt in
+        `Batch.billing_receipt`, in the same answer (`batch_receipt` reads the receipt alone)."""
+        asked = {"include_details": include_details, "include_billing_receipt": include_billing_receipt}
+        params = {name: "true" for name, wanted in asked.items() if wanted} or None
+        return (yield from self._fetch("GET", f"/v1/batches/{batch_id}", _batch_with_receipt, params=params))
 
     def batch_redeliver(self, batch_id: str) -> Plan[models.BucketDelivery]:
         """Push the finished batch's artifacts to every delivery target enabled now, in a new

@@ -106,6 +106,9 @@ class Batch:
     execution_summary: ExecutionSummary | None = None
     cancel_reason: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+    # Beside the batch in `GET /v1/batches/{id}`'s answer when asked for
+    # (`batches.get(..., include_billing_receipt=True)`): None until it is settled.
+    billing_receipt: BillingReceipt | None = field(default=None, compare=False, metadata=RAW)
 
     @property
     def latest_error(self) -> str | None:
