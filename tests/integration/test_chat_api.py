@@ -104,12 +104,19 @@ def test_a_direct_receipt_names_the_lanes_not_chosen_and_the_answers_cost(
     # When its receipt is read
     receipt = client.get(f"/v1/batches/{batch_id}/billing-receipt", headers=org.key_headers()).json()
     # Then the lane that answered shows its cost (the charge), and every other lane of the
-    # model is named with why it was not chosen (those ranked after it: outranked)
+    # model is named with why it was not chosen (those ranked after it: outranked), in a batch
+    # receipt's shape (the console reads both alike)
     (ran,) = receipt["provider_lanes"]
     assert ran["provider"] == "edge-eu" and ran["cost"] == receipt["credit_charged"]
-    others = {lane.lane_id for lane in builtin_catalog().lanes_for(LLAMA)} - {ran["lane_id"]}
-    assert {lane["lane_id"] for lane in receipt["rejected_lanes"]} == others
-    assert "outranked" in {lane["code"] for lane in receipt["rejected_lanes"]}
+    others = {lane.lane_id: lane.provider for lane in builtin_catalog().lanes_for(LLAMA)}
+    del others[ran["lane_id"]]
+    rejected = receipt["rejected_lanes"]
+    assert {lane["lane_id"]: lane["provider"] for lane in rejected} == others
+    assert {lane["model"] for lane in rejected} == {LLAMA}
+    outranked = [lane["rejection"] for lane in rejected if lane["rejection"]["code"] == "outranked"]
+    assert outranked and all(
+        ran["lane_id"] in r["message"] and r["reasons"] == ["outranked"] for r in outranked
+    )
 
 
 def test_sdk_stream_with_usage_ends_with_done(client: TestClient, org: TestOrg) -> None:

@@ -34,7 +34,7 @@ from batchroute.domain.catalog.pricing import (
     PriceEstimateView,
     split_subtotal,
 )
-from batchroute.domain.routing.engine import LaneProofView, RejectionView, RoutePlanView
+from batchroute.domain.routing.engine import LaneProofView, RejectedLane, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.domain.routing.prompt_cache import cache_saving
 from batchroute.domain.routing.rescue import DEADLINE_RESCUE
@@ -104,16 +104,6 @@ class RescuedLane(TypedDict):
     # allow_overage: the rescue's overage hold on the wallet and what Settle charged of it
     overage_held: NotRequired[MoneyView]
     overage_charged: NotRequired[MoneyView]
-
-
-class RejectedLane(TypedDict):
-    """A lane the quote rejected, with its rejection receipt (the plan's JSON, as planned)."""
-
-    lane_id: str | None
-    provider: str | None
-    model: str | None
-    rejection: RejectionView | None
-    proof: LaneProofView | None
 
 
 class BatchCounts(TypedDict):
@@ -189,7 +179,7 @@ class DirectReceipt(TypedDict):
     provider_subtotal: NotRequired[MoneyView]
     service_fee: NotRequired[MoneyView]
     provider_lanes: NotRequired[list[DirectReceiptLane]]
-    rejected_lanes: NotRequired[Sequence[Mapping[str, object]]]  # domain/chat/routing.py:LaneRejection
+    rejected_lanes: NotRequired[list[RejectedLane]]
     recovered_by: NotRequired[str]
 
 

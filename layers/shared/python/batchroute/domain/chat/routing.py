@@ -23,7 +23,7 @@ the lane's own output limit) at output price, rounded up to the micro-dollar.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -32,7 +32,15 @@ from typing import Final, NotRequired, TypedDict
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
 from batchroute.domain.catalog.pricing import token_cost, usage_cost
 from batchroute.domain.chat.requests import ChatRequest, ProviderPreferences
-from batchroute.domain.routing.gates import OUTRANKED, RouteRequest, RoutingGuards, lane_gate_failures
+from batchroute.domain.routing.engine import RejectedLane, RejectionView
+from batchroute.domain.routing.gates import (
+    OUTRANKED,
+    GateDetail,
+    GateFailure,
+    RouteRequest,
+    RoutingGuards,
+    lane_gate_failures,
+)
 from batchroute.domain.routing.items import ModelGroup
 from batchroute.domain.routing.policy import POLICY_GATE, RoutePolicy, combine, guarded, in_force
 from batchroute.errors import InvalidRequest
@@ -44,6 +52,7 @@ PRIOR_WEIGHT: Final = 20
 MIN_RELIABILITY: Final = Decimal("0.05")
 EXCLUDED_BY_PREFERENCES: Final = "excluded_by_preferences"
 NOT_FIRST_CHOICE: Final = "fallbacks_disallowed"
+_NO_PROVIDER: Final = "The lane's provider is not in the catalog."
 
 
 @dataclass(frozen=True)
@@ -99,7 +108,8 @@ class DirectLane:
 
 
 class LaneRejection(TypedDict):
-    """A lane the plan did not choose, and why (`rule`: the policy rule, for `policy`)."""
+    """A lane the plan did not choose, and why (`rule`: the policy rule, for `policy`), as a
+    `no_direct_lane` refusal lists it."""
 
     lane_id: str
     code: str
@@ -111,30 +121,74 @@ class Rejections(TypedDict):
 
 
 @dataclass(frozen=True)
+class Rejected:
+    """A lane of the model the plan did not choose: its first refusal (`reasons`: every gate
+    it failed), as a refusal lists it and as the receipt shows it (a batch receipt's shape)."""
+
+    lane_id: str
+    provider: str
+    code: str
+    message: str
+    details: Mapping[str, GateDetail] = field(default_factory=dict)
+    reasons: tuple[str, ...] = ()
+
+    @classmethod
+    def failing(cls, lane: Lane, failures: Sequence[GateFailure]) -> Rejected:
+        first = failures[0]
+        codes = tuple(f.code for f in failures)
+        return cls(lane.lane_id, lane.provider, first.code, first.message, first.details, codes)
+
+    def to_error(self) -> LaneRejection:
+        entry: LaneRejection = {"lane_id": self.lane_id, "code": self.code}
+        rule = self.details.get("rule") if self.code == POLICY_GATE else None
+        if rule:
+            entry["rule"] = str(rule)
+        return entry
+
+    def to_receipt(self, model: str) -> RejectedLane:
+        rejection: RejectionView = {
+            "code": self.code,
+            "message": self.message,
+            "details": dict(self.details),
+            "reasons": list(self.reasons or (self.code,)),
+        }
+        return {
+            "lane_id": self.lane_id,
+            "provider": self.provider,
+            "model": model,
+            "rejection": rejection,
+            "proof": None,
+        }
+
+
+@dataclass(frozen=True)
 class DirectPlan:
     lanes: tuple[DirectLane, ...]  # in the order they are tried
-    rejected: tuple[tuple[str, str], ...]  # (lane_id, rejection code)
-    rules: Mapping[str, str] = field(default_factory=dict)  # lane_id -> the policy rule, for `policy`
+    rejected: tuple[Rejected, ...]  # by lane id
 
     @property
     def hold(self) -> Money:
         """The hold that covers whichever lane ends up answering."""
         return max((lane.hold for lane in self.lanes), default=Money.zero())
 
-    def not_needed(self, answering: DirectLane) -> list[LaneRejection]:
-        """The lanes ranked after the one that answered: eligible, never tried."""
+    def not_chosen(self, model: str, answering: DirectLane) -> list[RejectedLane]:
+        """The receipt's lanes not chosen: those the plan refused, and those ranked after the
+        one that answered (eligible, never tried: `outranked`)."""
         after = [lane.lane_id for lane in self.lanes].index(answering.lane_id) + 1
-        return [{"lane_id": lane.lane_id, "code": OUTRANKED} for lane in self.lanes[after:]]
+        unneeded = (
+            Rejected(
+                lane.lane_id,
+                lane.lane.provider,
+                OUTRANKED,
+                f"Eligible, but not needed: {answering.lane_id} answered first.",
+                {"selected": [answering.lane_id]},
+            )
+            for lane in self.lanes[after:]
+        )
+        return [rejected.to_receipt(model) for rejected in (*self.rejected, *unneeded)]
 
     def rejection_details(self) -> Rejections:
-        return {"rejected_lanes": [self._entry(lane, code) for lane, code in self.rejected]}
-
-    def _entry(self, lane_id: str, code: str) -> LaneRejection:
-        entry: LaneRejection = {"lane_id": lane_id, "code": code}
-        rule = self.rules.get(lane_id) if code == POLICY_GATE else None
-        if rule:
-            entry["rule"] = rule
-        return entry
+        return {"rejected_lanes": [rejected.to_error() for rejected in self.rejected]}
 
 
 def plan_direct(
@@ -154,12 +208,11 @@ def plan_direct(
     policy = in_force(policy)
     route_request = combine(policy, RouteRequest(privacy_tier=request.privacy_tier), mode_given=False).request
     guards = guarded(guards, policy, basis="direct")
-    rules: dict[str, str] = {}
     providers = {p.slug: p for p in catalog.providers}
     observed = observed or {}
     prefs = request.preferences
     eligible: list[DirectLane] = []
-    rejected: list[tuple[str, str]] = []
+    rejected: list[Rejected] = []
     for lane in sorted(catalog.lanes_for(request.model), key=lambda lane: lane.lane_id):
         provider = providers.get(lane.provider)
         failures = lane_gate_failures(
@@ -172,18 +225,18 @@ def plan_direct(
             now=now,
             item_count=1,
         )
-        if failures or provider is None:
-            rejected.append((lane.lane_id, failures[0].code if failures else "provider_disabled"))
-            if failures and failures[0].code == POLICY_GATE:
-                rules[lane.lane_id] = str(failures[0].details["rule"])
-            continue
-        if prefs.only is not None and lane.provider not in prefs.only:
-            rejected.append((lane.lane_id, EXCLUDED_BY_PREFERENCES))
-            continue
-        eligible.append(_direct_lane(request, lane, provider, observed.get(lane.lane_id)))
-    eligible = _in_order(eligible, prefs, policy, rejected, rules)
-    rejected.sort()
-    plan = DirectPlan(lanes=tuple(eligible), rejected=tuple(rejected), rules=rules)
+        if failures:
+            rejected.append(Rejected.failing(lane, failures))
+        elif provider is None:
+            rejected.append(Rejected(lane.lane_id, lane.provider, "provider_disabled", _NO_PROVIDER))
+        elif prefs.only is not None and lane.provider not in prefs.only:
+            message = f"provider_preferences.only leaves {lane.provider} out."
+            rejected.append(Rejected(lane.lane_id, lane.provider, EXCLUDED_BY_PREFERENCES, message))
+        else:
+            eligible.append(_direct_lane(request, lane, provider, observed.get(lane.lane_id)))
+    eligible = _in_order(eligible, prefs, policy, rejected)
+    rejected.sort(key=lambda r: r.lane_id)
+    plan = DirectPlan(lanes=tuple(eligible), rejected=tuple(rejected))
     if not plan.lanes:
         raise InvalidRequest(
             f"No provider can answer {request.model} directly under this request's constraints.",
@@ -197,22 +250,23 @@ def _in_order(
     eligible: list[DirectLane],
     prefs: ProviderPreferences,
     policy: RoutePolicy | None,
-    rejected: list[tuple[str, str]],
-    rules: dict[str, str],
+    rejected: list[Rejected],
 ) -> list[DirectLane]:
     """The eligible lanes best first (the caller's provider order, then the expected cost),
     cut to the first when fallbacks are off (by the request or the policy): the cut ones go
-    to `rejected` (and `rules`)."""
+    to `rejected`."""
     order = {slug: i for i, slug in enumerate(prefs.order)}
     eligible.sort(
         key=lambda d: (order.get(d.lane.provider, len(order)), d.cuts_output, d.expected_cost, d.lane_id)
     )
     if eligible and not prefs.allow_fallbacks:
-        rejected.extend((d.lane_id, NOT_FIRST_CHOICE) for d in eligible[1:])
+        cut = "provider_preferences.allow_fallbacks is false: only the first lane is tried."
+        rejected.extend(Rejected(d.lane_id, d.lane.provider, NOT_FIRST_CHOICE, cut) for d in eligible[1:])
         eligible = eligible[:1]
     if eligible and policy is not None and not policy.chat_fallbacks_allowed:
-        rejected.extend((d.lane_id, POLICY_GATE) for d in eligible[1:])
-        rules.update((d.lane_id, "chat_fallbacks_allowed") for d in eligible[1:])
+        cut = "The org's route policy allows chat no fallback lane (chat_fallbacks_allowed: false)."
+        rule = {"rule": "chat_fallbacks_allowed"}
+        rejected.extend(Rejected(d.lane_id, d.lane.provider, POLICY_GATE, cut, rule) for d in eligible[1:])
         eligible = eligible[:1]
     return eligible
 

@@ -144,6 +144,16 @@ class RejectedLaneView(TypedDict):
     proof: LaneProofView
 
 
+class RejectedLane(TypedDict):
+    """A lane the quote rejected, with its rejection receipt (the plan's JSON, as planned)."""
+
+    lane_id: str | None
+    provider: str | None
+    model: str | None
+    rejection: RejectionView | None
+    proof: LaneProofView | None
+
+
 class GroupRouteView(TypedDict):
     model: str
     item_count: int

@@ -34,7 +34,8 @@ from batchroute.domain.catalog.catalog import Catalog, LanePrice
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldSettlement, HoldTerms, LanesTried
 from batchroute.domain.chat.objects import DIRECT_SOURCE, ToolCallView, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
-from batchroute.domain.chat.routing import DirectLane, DirectPlan, LaneRejection, plan_direct
+from batchroute.domain.chat.routing import DirectLane, DirectPlan, plan_direct
+from batchroute.domain.routing.engine import RejectedLane
 from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.domain.routing.policy import RoutePolicy
@@ -97,7 +98,7 @@ class DirectCall:
     clock: Clock
     checkpoint_seconds: float
     events: Iterator[StreamEvent] = field(repr=False, default_factory=lambda: iter(()))
-    rejected: list[LaneRejection] = field(default_factory=list)  # the plan's rejected lanes
+    rejected: list[RejectedLane] = field(default_factory=list)  # the lanes not chosen (DirectPlan.not_chosen)
     completion_tokens: int = 0
     reported: Usage | None = None  # the vendor's usage so far, when its stream said (StreamDelta.usage)
     pieces: list[str] = field(default_factory=list)
@@ -336,7 +337,7 @@ class DirectChat:
             checkpoint=self._checkpoint,
             clock=self.clock,
             checkpoint_seconds=self.options.checkpoint_seconds,
-            rejected=plan.rejection_details()["rejected_lanes"],
+            rejected=[],
             rate=gate,
             release=self._abandoned,
         )
@@ -450,7 +451,7 @@ class DirectChat:
                 events = _prepend(first, events)
             self.stats.record(lane.lane_id, answered=True)
             call.attempts.append(_attempt(lane, None))
-            call.rejected.extend(plan.not_needed(lane))  # the receipt names every lane not chosen
+            call.rejected = plan.not_chosen(call.request.model, lane)  # the receipt names each
             call.events = events
             return
         raise Unavailable(
