@@ -297,6 +297,12 @@ def test_a_compat_batch_is_an_ordinary_batch_with_vendor_output_files(
         assert isinstance(done[stamp], int) and done[stamp] >= done["created_at"], stamp
     assert done["failed_at"] is None and done["cancelled_at"] is None
     assert done["output_file_id"] and done["error_file_id"]
+    # And the native view of the same batch names the same files (the spec: file ids on the summary)
+    native = client.get(f"/v1/batches/{batch_id}", headers=auth).json()["batch"]
+    assert (native["output_file_id"], native["error_file_id"]) == (
+        done["output_file_id"],
+        done["error_file_id"],
+    )
     # And the output file holds the successes, line by line, in the vendor's shape
     output = client.get(f"{BASE}/files/{done['output_file_id']}/content", headers=auth)
     assert output.headers["x-service-body-format"] == "normalized"
@@ -489,6 +495,8 @@ def test_cancel_is_cancelling_until_finalized_then_cancelled(
     assert done["status"] == "cancelled" and isinstance(done["cancelled_at"], int)
     assert done["request_counts"] == {"total": 3, "completed": 0, "failed": 3}
     assert done["output_file_id"] is None and done["error_file_id"]
+    native = client.get(f"/v1/batches/{batch_id}", headers=auth).json()["batch"]
+    assert (native["output_file_id"], native["error_file_id"]) == (None, done["error_file_id"])
     errors = lines(client.get(f"{BASE}/files/{done['error_file_id']}/content", headers=auth))
     assert [e["error"]["code"] for e in errors] == ["canceled"] * 3
     # And cancelling again is refused

@@ -238,9 +238,12 @@ class BatchOut(BaseModel):
         "chat_direct: the record of a direct chat request"
     )
     metadata: dict[str, str]
-    output_file_id: str | None
-    error_file_id: str | None
-    receipt_file_id: str | None
+    output_file_id: str | None = Field(
+        description="A batch made on the vendor-compatible surface: its output file there, once it "
+        "shows it (GET /v1/compat/v1/files/{id}/content); null for a native batch (output_url)"
+    )
+    error_file_id: str | None = Field(description="Likewise its error file")
+    receipt_file_id: str | None = Field(description="null: the receipt is receipt_url")
     output_url: str | None = Field(description="Short-lived signed URL of the results (JSONL)")
     error_url: str | None = Field(description="Short-lived signed URL of the failed rows (JSONL)")
     receipt_url: str | None = Field(description="Short-lived signed URL of the billing receipt (JSON)")

@@ -13,6 +13,7 @@ from batchroute.domain.batches.record import (
     WorkOrderRefItem,
 )
 from batchroute.domain.batches.states import BatchState
+from batchroute.domain.compat.batches import output_files
 from batchroute.domain.delivery.buckets import DeliveryView
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_count
 from batchroute.money import Money, MoneyView
@@ -49,8 +50,8 @@ class BatchSummaryView(TypedDict):
     quote_id: str | None
     source: BatchSource
     metadata: dict[str, str]
-    output_file_id: None
-    error_file_id: None
+    output_file_id: str | None
+    error_file_id: str | None
     receipt_file_id: None
     output_url: str | None
     error_url: str | None
@@ -129,6 +130,10 @@ def _counts(batch: BatchRecord) -> dict[str, int]:
 
 def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> BatchSummaryView:
     artifacts = batch.artifacts or ArtifactKeys()
+    # Batch results are artifacts with signed URLs, not files: a native batch names no file.
+    # One made on the vendor-compatible surface names the files that surface serves, as its
+    # Batch object shows them (docs/compat.md).
+    output_file_id, error_file_id = output_files(batch) if batch.compat else (None, None)
     summary: BatchSummaryView = {
         "id": batch.batch_id,
         "object": "batch",
@@ -143,10 +148,8 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> BatchSum
         "quote_id": batch.quote_id,
         "source": batch.source,
         "metadata": dict(batch.metadata or {}),
-        # Batch results are artifacts with signed URLs, not files: no file ids (the
-        # vendor-compatible surface names its files itself, docs/compat.md).
-        "output_file_id": None,
-        "error_file_id": None,
+        "output_file_id": output_file_id,
+        "error_file_id": error_file_id,
         "receipt_file_id": None,
         "output_url": None,
         "error_url": None,
