@@ -254,3 +254,64 @@ def test_a_chat_hold_read_before_midnight_is_read_again_on_the_new_day(
     assert turned == ["D#2026-11-20"]
     assert refused.value.code == "spending_limit_reached"
     assert _new_day_total(org.org_id) == Money(hold.micros * 2)
+
+
+# -- spend already standing under the next period ---------------------------------------------
+# Spend keys are local dates, so an org that moves its `limit_timezone` east may find spend
+# charged before the move under the new zone's tomorrow. The next period's counter is then not
+# empty at the decision: a guard that asserted it empty was refused every time (503
+# `funding_contended` on batch create, a 500 on chat) until that day came.
+def _spent_tomorrow(org_id: str, amount: Money) -> None:
+    """`amount` charged under the next day's key (D#2026-11-21) while it is 20 November."""
+    _reserve(org_id, "res_east", amount, LAST - timedelta(minutes=10))
+    _settle(org_id, "res_east", amount, FIRST)
+
+
+def test_spend_standing_on_the_next_day_counts_but_does_not_block_a_hold(local_aws: LocalStack) -> None:
+    # Given a $10 hard daily limit, and $4 charged under tomorrow's key
+    org = new_org(credit_usd="100")
+    controls = _hard_daily(org.org_id, Money.usd("10"))
+    _spent_tomorrow(org.org_id, Money.usd("4"))
+    # When a $5 hold is decided today / Then it commits (it was refused, again and again)
+    terms = ReservationTerms(reservation_id="res_a", amount=Money.usd("5"), purpose="regression", ref="a")
+    held = guarded_reservation(_ledger(), _checks(), terms, controls, org_id=org.org_id, now=LAST)
+    _ledger().reserve_guarded(held.reservation, held.limit_checks)
+    assert _ledger().state(org.org_id).reserved == Money.usd("5")
+    # And the next day's spend is counted: $5 more would take it to 4 + 5 + 5 > 10
+    more = replace(terms, reservation_id="res_b", ref="b")
+    with pytest.raises(ServiceError) as refused:
+        guarded_reservation(_ledger(), _checks(), more, controls, org_id=org.org_id, now=LAST)
+    assert refused.value.details is not None and refused.value.details["projected"] == "14.00"
+    # And charged meanwhile, the next day's counter still refuses a hold decided before it grew
+    again = guarded_reservation(
+        _ledger(),
+        _checks(),
+        replace(terms, amount=Money.usd("1"), reservation_id="res_c"),
+        controls,
+        org_id=org.org_id,
+        now=LAST,
+    )
+    _reserve(org.org_id, "res_d", Money.usd("1"), LAST)
+    _settle(org.org_id, "res_d", Money.usd("1"), FIRST)
+    with pytest.raises(FundingMoved):
+        _ledger().reserve_guarded(again.reservation, again.limit_checks)
+
+
+def test_a_batch_and_a_chat_request_go_through_with_spend_standing_on_the_next_day(
+    client: TestClient, clock: FixedClock
+) -> None:
+    org: TestOrg = new_org(credit_usd="100")
+    _hard_daily(org.org_id, Money.usd("1000"))
+    _spent_tomorrow(org.org_id, Money.usd("1"))
+    # When a batch is created under the limit / Then it is (it was 503 funding_contended)
+    created = client.post(
+        "/v1/batches",
+        json={"items": [_item(0)]},
+        headers={**org.key_headers(), "Idempotency-Key": "east-0001"},
+    )
+    assert created.status_code == 202, created.text
+    # And a direct chat request's hold is taken (it was a 500)
+    direct, _ = direct_chat(ScriptedProvider("edge-eu", tokens=3), clock)
+    call = direct.open(chat_principal(org), chat_request())
+    assert call.hold > Money.zero()
+    call.finish()

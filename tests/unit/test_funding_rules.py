@@ -136,7 +136,7 @@ def test_period_spend_is_read_for_the_local_period_of_the_controls_zone() -> Non
     decision = Funding(ledger).check_funding(
         ORG, Money.usd("1"), limit("hard", zone="Pacific/Kiritimati"), now=NOW
     )
-    assert ledger.asked == ["D#2026-11-22"]
+    assert ledger.asked == ["D#2026-11-22", "D#2026-11-23"]  # and the next day's, a hard limit's
     assert decision.spent == Money.zero()
 
 

@@ -1,6 +1,7 @@
-"""A hard limit's guard also asserts the NEXT period's spend counter is absent or zero, so a
-reservation decided at the very end of a period cannot commit after a settlement charged the
-new one (domain/billing/spending_limit.py, adapters/dynamo/limit_checks.py)."""
+"""A hard limit's guard also asserts the NEXT period's spend counter has not grown since it was
+read (zero when absent), so a reservation decided at the very end of a period cannot commit
+after a settlement charged the new one, and bounds the reservation by the larger of the two
+periods' spend (domain/billing/spending_limit.py, adapters/dynamo/limit_checks.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from batchroute.adapters.dynamo.limit_checks import MAX_CHECKS, SpendingLimitChecks
 from batchroute.domain.billing.spending_limit import LimitGuard, next_period_key
+from batchroute.money import Money
 
 CHECKS = SpendingLimitChecks(ledger_table="ledger", controls_table="controls")
 
@@ -40,7 +42,7 @@ def _check(item: Any) -> dict[str, Any]:
     return check
 
 
-def test_a_hard_guard_checks_its_period_and_the_next_one_absent_or_zero() -> None:
+def test_a_hard_guard_checks_its_period_and_the_next_one_unchanged() -> None:
     # Given a hard daily limit read on 20 November with $3 spent
     guard = LimitGuard(
         hard=True,
@@ -60,6 +62,23 @@ def test_a_hard_guard_checks_its_period_and_the_next_one_absent_or_zero() -> Non
     assert following["ConditionExpression"] == "attribute_not_exists(spent_micros) OR spent_micros <= :spent"
     assert following["ExpressionAttributeValues"] == {":spent": {"N": "0"}}
     assert guard.next_period_key == "D#2026-11-21"
+
+
+def test_spend_read_on_the_next_period_is_what_its_check_allows_and_what_the_bound_counts() -> None:
+    # Given a $10 hard daily limit read with $3 spent today and $4 already under tomorrow's key
+    guard = LimitGuard(
+        hard=True,
+        version=4,
+        limit_micros=10_000_000,
+        period="daily",
+        period_key="D#2026-11-20",
+        spent_micros=3_000_000,
+        next_spent_micros=4_000_000,
+    )
+    _, _, following = (_check(item) for item in CHECKS.items("org_a", guard))
+    # Then tomorrow's counter may not grow past what was read, and the bound counts the $4
+    assert following["ExpressionAttributeValues"] == {":spent": {"N": "4000000"}}
+    assert guard.reserved_cap(Money.usd("1")) == 10_000_000 - 4_000_000 - 1_000_000
 
 
 def test_without_a_hard_limit_only_the_controls_are_checked() -> None:

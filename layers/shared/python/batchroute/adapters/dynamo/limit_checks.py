@@ -6,9 +6,9 @@
 - on the `controls` table: with a hard limit, "still the version it was read at"; without
   one, "still no active hard limit";
 - on the `ledger` table (hard limit only): "the period's spend counter has not grown past
-  what was read", then "the NEXT period's spend counter is absent or zero" (a reservation
-  decided at the very end of a period that commits after a settlement charged the new
-  period is refused, and decided again on the new period).
+  what was read", then "the NEXT period's spend counter has not grown past what was read"
+  (zero when absent: a reservation decided at the very end of a period that commits after a
+  settlement charged the new period is refused, and decided again on the new period).
 
 `moved(codes, offset)` tells whether a refused transaction failed on one of them (read the
 limit again and retry). `read(...)` reads the controls and spend counters in one
@@ -48,7 +48,7 @@ class SpendingLimitChecks:
         items = [self._controls_check(org_id, guard)]
         if guard.hard and guard.period_key is not None and guard.next_period_key is not None:
             items.append(self._spend_check(org_id, guard.period_key, guard.spent_micros))
-            items.append(self._spend_check(org_id, guard.next_period_key, 0))
+            items.append(self._spend_check(org_id, guard.next_period_key, guard.next_spent_micros))
         return items
 
     @staticmethod

@@ -18,9 +18,14 @@ in-flight to spend (charged <= reserved), so it can only make room, never take i
 One more check closes the turn of a period: a guard read in the last instant of a period may
 commit in the first of the next, after a settlement has charged the NEW period's counter,
 which the spend check (on the old counter) does not see. So a hard guard also asserts that
-the next period's counter (`next_period_key`) is absent or zero: then nothing has been
-charged in the new period yet, and the old period's bound still bounds it; otherwise the
-transaction is refused and the funding is decided again, on the new period.
+the next period's counter (`next_period_key`) has not grown since it was read
+(`next_spent_micros`, zero when absent), and bounds the reservation by the larger of the two
+periods' spend: should the period turn before the write, the new period's spend is at most
+what the bound counted; should it have been charged meanwhile, the transaction is refused and
+the funding is decided again, on the new period. (The next period's counter is not always
+empty: spend keys are local dates, so after the org moves its `limit_timezone` east, spend
+already charged may stand under the new zone's tomorrow. Asserting it empty refused every hold
+until that day came.)
 """
 
 from __future__ import annotations
@@ -43,13 +48,15 @@ class LimitGuard:
     period: str | None = None
     period_key: str | None = None
     spent_micros: int = 0
+    next_spent_micros: int = 0  # the next period's counter as read (0: absent)
 
     def reserved_cap(self, amount: Money) -> int | None:
         """The most the org may have in flight before this reservation (None without a hard
-        limit); negative when the amount alone does not fit."""
+        limit); negative when the amount alone does not fit. Bounded by the larger of the two
+        periods' spend (the module docstring)."""
         if not self.hard:
             return None
-        return self.limit_micros - self.spent_micros - amount.micros
+        return self.limit_micros - max(self.spent_micros, self.next_spent_micros) - amount.micros
 
     @property
     def next_period_key(self) -> str | None:

@@ -38,7 +38,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.preflight import IssueView
 from batchroute.domain.billing.controls import BillingControls, Period
 from batchroute.domain.billing.ledger import ReservationTerms, WalletState, insufficient_credit, period_keys
-from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.billing.spending_limit import LimitGuard, next_period_key
 from batchroute.errors import Forbidden, PaymentRequired, ServiceError
 from batchroute.money import Money, format_amount
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, WalletReader
@@ -73,9 +73,12 @@ def decide(
     spent: Money | None,
     period_key: str | None,
     surface: Surface = "batch",
+    next_spent: Money | None = None,
 ) -> FundingDecision:
     """The pure rule: accept (a decision) or raise the refusal. `spent` and `period_key` are
-    those of the controls' current period (None without an active limit)."""
+    those of the controls' current period (None without an active limit); `next_spent`, what
+    the next period's counter already holds (a hard limit counts the larger of the two:
+    domain/billing/spending_limit.py)."""
     if estimate.micros < 0:
         raise ValueError("an estimate is never negative")
     if wallet.available.micros < estimate.micros:
@@ -85,7 +88,9 @@ def decide(
     limit, period = active_limit(controls)
     if controls is None or limit is None or period is None:
         return decision
-    spent = spent or Money.zero()
+    current = spent or Money.zero()
+    ahead = next_spent or Money.zero()
+    spent = max(current, ahead) if controls.limit_mode == "hard" else current
     projected = spent + wallet.reserved + estimate
     if controls.limit_mode == "hard" and projected.micros > limit.micros:
         raise limit_refusal(limit=limit, period=period, spent=spent, projected=projected, surface=surface)
@@ -105,7 +110,8 @@ def decide(
             limit_micros=limit.micros,
             period=period,
             period_key=period_key,
-            spent_micros=spent.micros,
+            spent_micros=current.micros,
+            next_spent_micros=ahead.micros,
         )
         if controls.limit_mode == "hard"
         else LimitGuard(),
@@ -153,10 +159,13 @@ class Funding:
         wallet = self.ledger.state(org_id)
         limit, period = active_limit(controls)
         spent: Money | None = None
+        next_spent: Money | None = None
         period_key: str | None = None
         if controls is not None and limit is not None and period is not None:
             period_key = period_keys(now, controls.limit_timezone)[period]
             spent = self.ledger.period_spend(org_id, period_key)
+            if controls.limit_mode == "hard":
+                next_spent = self.ledger.period_spend(org_id, next_period_key(period_key))
         return decide(
             wallet=wallet,
             estimate=estimate,
@@ -164,6 +173,7 @@ class Funding:
             spent=spent,
             period_key=period_key,
             surface=surface,
+            next_spent=next_spent,
         )
 
     def limit_room(
@@ -175,8 +185,15 @@ class Funding:
         limit, period = active_limit(controls)
         if controls is None or controls.limit_mode != "hard" or limit is None or period is None:
             return None
-        spent = self.ledger.period_spend(org_id, period_keys(now, controls.limit_timezone)[period])
+        spent = hard_limit_spent(self.ledger, org_id, period_keys(now, controls.limit_timezone)[period])
         return limit - spent - wallet.reserved
+
+
+def hard_limit_spent(ledger: WalletReader, org_id: str, period_key: str) -> Money:
+    """The spend a hard limit counts: the larger of the period's and the next period's
+    (domain/billing/spending_limit.py)."""
+    current = ledger.period_spend(org_id, period_key)
+    return max(current, ledger.period_spend(org_id, next_period_key(period_key)))
 
 
 @dataclass(frozen=True)
@@ -236,7 +253,7 @@ class LimitPreview:
         if controls is None or controls.limit_mode != "hard" or limit is None or period is None:
             return None
         period_key = period_keys(self.clock.now(), controls.limit_timezone)[period]
-        spent = self.ledger.period_spend(org_id, period_key)
+        spent = hard_limit_spent(self.ledger, org_id, period_key)
         projected = spent + self.ledger.state(org_id).reserved + estimate
         if projected.micros <= limit.micros:
             return None

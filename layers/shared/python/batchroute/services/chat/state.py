@@ -19,14 +19,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import insufficient_credit, period_keys
-from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.billing.spending_limit import LimitGuard, next_period_key
 from batchroute.domain.catalog.catalog import LaneLive
 from batchroute.domain.chat.holds import HoldRefused, HoldTerms
 from batchroute.domain.chat.routing import LaneRecord
@@ -162,18 +162,20 @@ class HoldKeeper:
         raise TransientError(f"the chat hold {terms.hold_id} kept colliding with other writes")
 
     def refresh(self, org_id: str, now: datetime) -> LimitGuard:
-        """Read the controls and the period's spend (one BatchGetItem) and cache a hard limit."""
+        """Read the controls and the period's spend, and the next period's (one BatchGetItem:
+        domain/billing/spending_limit.py), and cache a hard limit."""
         cached = self._hard.get(org_id)
         zone = cached.controls.limit_timezone if cached else "UTC"
-        controls, spent = self.store.limit_inputs(org_id, period_keys(now, zone).values())
+        asked = _with_next(period_keys(now, zone).values())
+        controls, spent = self.store.limit_inputs(org_id, asked)
         limit, period = active_limit(controls)
         if controls is None or limit is None or period is None or controls.limit_mode != "hard":
             with self._lock:
                 self._hard.pop(org_id, None)
             return LimitGuard()
         key = period_keys(now, controls.limit_timezone)[period]
-        if key not in spent:
-            _, spent = self.store.limit_inputs(org_id, [key])
+        if key not in asked:  # the org's zone is not the one the cache guessed
+            _, spent = self.store.limit_inputs(org_id, _with_next([key]))
         guard = LimitGuard(
             hard=True,
             version=controls.version,
@@ -181,6 +183,7 @@ class HoldKeeper:
             period=period,
             period_key=key,
             spent_micros=spent.get(key, 0),
+            next_spent_micros=spent.get(next_period_key(key), 0),
         )
         with self._lock:
             self._hard[org_id] = _HardLimit(guard, controls)
@@ -212,3 +215,8 @@ class HoldKeeper:
             projected=spent + reserved + amount,
             surface="chat",
         )
+
+
+def _with_next(keys: Iterable[str]) -> list[str]:
+    """Each spend period's key, and the next period's after it."""
+    return [each for key in keys for each in (key, next_period_key(key))]
