@@ -235,6 +235,16 @@ def test_the_service_adapter_runs_unchanged_against_the_emulator(
         adapter.verify_event(payload, sign(payload, WEBHOOK_SECRET, 1_000_000_000))  # years old
     with pytest.raises(InvalidRequest):
         adapter.verify_event(payload, None)
+    # And one dated further ahead than the tolerance does not either (the SDK checks only the past)
+    ahead = int(time.time()) + 4000
+    with pytest.raises(InvalidRequest) as future:
+        adapter.verify_event(payload, sign(payload, WEBHOOK_SECRET, ahead))
+    assert future.value.code == "invalid_signature"
+    # And a correctly signed body that is no event is refused as such, never a 500
+    for body in (b"not json", b"[]", b'{"id": "evt_1"}'):
+        with pytest.raises(InvalidRequest) as no_event:
+            adapter.verify_event(body, sign(body, WEBHOOK_SECRET, int(time.time())))
+        assert no_event.value.code == "invalid_event"
 
 
 def test_a_refund_of_the_refund_failing_card_fails_later_as_stripe_makes_it_fail(

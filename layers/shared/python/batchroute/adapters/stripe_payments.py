@@ -19,6 +19,7 @@ disputes: docs/payments.md).
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
@@ -43,6 +44,9 @@ from batchroute.domain.billing.payments import (
 from batchroute.domain.billing.reconciliation import ProcessorPayment
 from batchroute.domain.billing.reversals import ProcessorCharge, ProcessorDispute, ReversalClaim
 from batchroute.errors import InvalidRequest, TransientError, Unavailable
+
+# How far a webhook's signing time may be from now, either way (Stripe's own default).
+WEBHOOK_TOLERANCE_SECONDS = 300
 
 PRODUCT_NAME = "BatchRoute credits"
 # A Checkout Session is open for 24 hours: one paid after `since` opened at most this before it.
@@ -271,14 +275,32 @@ class StripePayments:
     # -- webhooks ----------------------------------------------------------------------------
     def verify_event(self, payload: bytes, signature: str | None) -> ProcessorEvent:
         """The event, once its `Stripe-Signature` (HMAC-SHA256 over `{t}.{payload}`, 300 s
-        tolerance) checks out; InvalidRequest `invalid_signature` otherwise."""
+        tolerance either way: the SDK refuses only a stale one, so one dated further ahead is
+        refused here) checks out; InvalidRequest `invalid_signature` otherwise, and
+        `invalid_event` for a signed body that is no event (nothing to apply, nothing to retry)."""
         import stripe
 
         try:
-            stripe.Webhook.construct_event(payload, signature or "", self.keys().webhook_secret)
+            stripe.WebhookSignature.verify_header(
+                payload.decode("utf-8"),
+                signature or "",
+                self.keys().webhook_secret,
+                WEBHOOK_TOLERANCE_SECONDS,
+            )
         except (stripe.SignatureVerificationError, ValueError) as exc:
             raise InvalidRequest("The webhook signature does not verify.", code="invalid_signature") from exc
-        body = json.loads(payload)
+        if _signed_at(signature or "") > time.time() + WEBHOOK_TOLERANCE_SECONDS:
+            raise InvalidRequest("The webhook signature is dated in the future.", code="invalid_signature")
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            body = None
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("id"), str)
+            or not isinstance(body.get("type"), str)
+        ):
+            raise InvalidRequest("The signed webhook body is not an event.", code="invalid_event")
         livemode = body.get("livemode")
         event_type = str(body["type"])
         return ProcessorEvent(
@@ -502,3 +524,12 @@ def _charge_of(charge: Mapping[str, Any]) -> ProcessorCharge:
         currency=str(charge.get("currency") or "").lower(),
         status=str(charge.get("status") or ""),
     )
+
+
+def _signed_at(signature: str) -> int:
+    """The `t=` of a `Stripe-Signature` header (its signing time, Unix seconds; 0: none)."""
+    for part in signature.split(","):
+        name, _, value = part.strip().partition("=")
+        if name == "t" and value.isdecimal():
+            return int(value)
+    return 0
