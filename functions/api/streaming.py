@@ -8,7 +8,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from fastapi import Request
 from python_multipart.exceptions import MultipartParseError
-from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
 
 from batchroute.errors import InvalidRequest
 from batchroute.services.batches.files import too_large
@@ -94,6 +94,10 @@ class StreamingForm(Generic[SinkT]):
 
     def finish(self) -> SinkT:
         self._parser.finalize()
+        if self._parser.state != MultipartState.END:  # cut short: a part may be missing its end
+            raise InvalidRequest(
+                "The multipart body ends before its closing boundary.", code="invalid_multipart"
+            )
         if self.upload is None:
             name = self._file_field.decode()
             raise InvalidRequest(

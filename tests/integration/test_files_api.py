@@ -192,7 +192,7 @@ def test_a_direct_body_over_the_limit_is_413_pointing_to_the_signed_upload(
     assert stored_keys(local_aws) == []
 
 
-def test_bad_forms_are_400(client: TestClient, auth: dict[str, str]) -> None:
+def test_bad_forms_are_400(client: TestClient, auth: dict[str, str], local_aws: LocalStack) -> None:
     # A form without a file part
     no_file = client.post(
         "/v1/files", data={"purpose": "batch_input"}, files={"other": ("x", b"1")}, headers=auth
@@ -203,6 +203,15 @@ def test_bad_forms_are_400(client: TestClient, auth: dict[str, str]) -> None:
         "/v1/files", content=b"--x\r\n", headers={**auth, "Content-Type": "multipart/form-data"}
     )
     assert no_boundary.json()["error"]["code"] == "invalid_multipart"
+    # A body cut short before its closing boundary (a client or proxy gave up at a line's
+    # end): refused, not stored as a whole file of the lines that came
+    head = b'--xx\r\nContent-Disposition: form-data; name="file"; filename="a.jsonl"\r\n\r\n'
+    for cut in (head + GOOD, b"--xx\r\nbroken"):
+        sent = {**auth, "Content-Type": "multipart/form-data; boundary=xx"}
+        truncated = client.post("/v1/files", content=cut, headers=sent)
+        assert truncated.status_code == 400, truncated.text
+        assert truncated.json()["error"]["code"] == "invalid_multipart"
+    assert stored_keys(local_aws) == []
     # Two file parts
     two = client.post(
         "/v1/files", files=[("file", ("a.jsonl", GOOD)), ("file", ("b.jsonl", GOOD))], headers=auth
