@@ -61,6 +61,13 @@ def test_invalid_expressions_name_the_field(text: object) -> None:
     assert exc.value.code == "invalid_schedule"
 
 
+@pytest.mark.parametrize(("text", "says"), [("0 0 * * 5#2", "'5#2' is not supported"), ("0 0 *", "5 fields")])
+def test_a_refused_cron_says_why(text: str, says: str) -> None:
+    with pytest.raises(InvalidRequest) as exc:
+        parse_expression(text)
+    assert says in exc.value.message
+
+
 def test_time_zones() -> None:
     assert parse_time_zone(None) == ZoneInfo("UTC")
     assert parse_time_zone("Europe/Paris") == ZoneInfo("Europe/Paris")

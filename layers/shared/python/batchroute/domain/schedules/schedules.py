@@ -82,8 +82,13 @@ def parse_expression(raw: object, *, field: str = "expression") -> Expression:
             raise _invalid(field, f"A schedule fires at most every {_minutes(MIN_INTERVAL)} minutes.")
         return Expression(text, "rate", every)
     fields = text.split(" ")
-    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+    if len(fields) != 5:
         raise _invalid(field, "A cron has 5 fields: minute hour day-of-month month day-of-week.")
+    unsupported = next((f for f in fields if not _CRON_FIELD.match(f)), None)
+    if unsupported is not None:  # e.g. L, W or # (docs/schedules.md)
+        raise _invalid(
+            field, f"Cron field {unsupported!r} is not supported: numbers, ranges, lists, steps, * and ?."
+        )
     if fields[2] not in ("*", "?") and fields[4] not in ("*", "?"):
         # EventBridge Scheduler (the AWS trigger) takes one of the two, never both.
         raise _invalid(field, "A cron may restrict the day of the month or the day of the week, not both.")
