@@ -508,7 +508,7 @@ def test_a_wait_past_its_timeout_exits_3(tmp_path: Path, capsys: pytest.CaptureF
         tmp_path=tmp_path,
         monotonic=lambda: float(next(clock)),
     )
-    assert code == 3 and sleeps == [2.0]
+    assert code == 3 and sleeps == [2.0, 1.0]  # the last look when the time is up, not before
     assert "error: timeout: batch_1 still running after 5.0 s" in capsys.readouterr().err
 
 
@@ -906,6 +906,25 @@ def test_chat_streams_the_answer_and_json_prints_the_completion(
     assert capsys.readouterr().out == "Hello\n"
     body = json.loads(api.requests[0].content)
     assert body["stream"] is True and body["max_tokens"] == 5 and body["messages"][-1]["content"] == "Say hi"
+
+
+def test_chat_without_streaming_prints_the_answer_as_it_came(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an answer longer than a terminal line
+    text = " ".join(["word"] * 60)
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": LLAMA,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 60, "total_tokens": 63},
+    }
+    api = FakeAPI({"POST /v1/chat/completions": [httpx.Response(200, json=completion)]})
+    assert run(api, "chat", LLAMA, "Hi", "--no-stream", tmp_path=tmp_path)[0] == 0
+    # Then it is printed whole, not wrapped at the terminal's width (a script reads it)
+    assert capsys.readouterr().out == text + "\n"
 
 
 def test_chat_prints_what_streamed_then_the_error_when_the_stream_fails_midway(

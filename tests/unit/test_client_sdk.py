@@ -336,7 +336,13 @@ def test_wait_gives_up_after_its_timeout() -> None:
     )
     with pytest.raises(WaitTimeoutError):
         client.batches.wait("batch_1", poll_interval=10, timeout=35)
-    assert len(recorder.requests) == 4 and now[0] == 30
+    # polled at 0, 10, 20 and 30 s, and a last time when the 35 s were up: never earlier
+    assert len(recorder.requests) == 5 and now[0] == 35
+    # And an interval longer than the timeout still waits the whole timeout
+    now[0] = 0.0
+    with pytest.raises(WaitTimeoutError):
+        client.batches.wait("batch_1", poll_interval=10, timeout=5)
+    assert len(recorder.requests) == 7 and now[0] == 5
 
 
 def test_a_client_needs_a_key_and_never_shows_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -612,6 +618,26 @@ def test_a_request_that_cannot_be_sent_is_not_retried_and_its_text_is_never_show
     # Neither the message nor a chained cause (a logged traceback) holds the refused value
     assert "sk-test-secret" not in str(refused.value)
     assert refused.value.__cause__ is None and refused.value.__suppress_context__
+
+
+@pytest.mark.parametrize("key", ["badkey\u00e9xx12", "bad\x01key1234", "badkey\x7fxx12"])
+def test_a_header_value_http_cannot_carry_is_an_invalid_request_sent_nowhere(key: str) -> None:
+    # Given an idempotency key with a non-ASCII or control character (httpx raised a bare
+    # UnicodeEncodeError for one, and sent the other to a 400)
+    recorder = Recorder(httpx.Response(202, json={"batch": batch()}))
+    with pytest.raises(InvalidRequestError) as refused:
+        make(recorder, []).batches.create(items=[{"customer_item_id": "a"}], idempotency_key=key)
+    # Then nothing was sent, and the message does not hold the value
+    assert recorder.requests == [] and key not in str(refused.value)
+
+
+def test_ids_are_sent_as_one_path_segment() -> None:
+    # Given an id that would climb the path ("../usage" would GET /v1/usage with the key)
+    recorder = Recorder(httpx.Response(404, json={"error": {"code": "batch_not_found", "message": "x"}}))
+    with pytest.raises(APIError):
+        make(recorder, [], max_retries=0).batches.get("../usage")
+    # Then it stays inside the batch's path, encoded
+    assert recorder.requests[0].url.raw_path == b"/v1/batches/..%2Fusage"
 
 
 def test_a_stream_that_fails_midway_raises_its_error_event_as_an_api_error() -> None:

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import json as _json
 import os
+import re
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,8 @@ UNSAFE_METHODS = frozenset({"POST", "PATCH"})
 # A request httpx or h11 refuses to send as built: retrying cannot help, and the text of a
 # LocalProtocolError quotes the refused header, which may be the Authorization header.
 UNSENDABLE = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL)
+# A header value HTTP carries as it is: visible ASCII, spaces and tabs.
+_SENDABLE_VALUE = re.compile(r"[\x20-\x7e\t]*")
 # Failures before the request reached the service: nothing it could have done.
 NEVER_REACHED = (httpx.ConnectError, httpx.ConnectTimeout)
 
@@ -181,6 +184,10 @@ def request_arguments(call: Call, body: Callable[[Any], Any]) -> dict[str, Any]:
     """The keyword arguments of `build_request` for `call`; `body` adapts a fresh body to the
     HTTP client (an async client streams async iterators only). A JSON body is encoded here
     (`json_bytes`), so the bytes sent do not depend on the httpx version."""
+    if any(not _SENDABLE_VALUE.fullmatch(value) for value in (call.headers or {}).values()):
+        # httpx raises a bare UnicodeEncodeError for non-ASCII and lets some control
+        # characters through to a 400: neither is what a bad `idempotency_key` should meet
+        raise unsendable(call, ValueError("a header value holds a control or non-ASCII character"))
     headers = httpx.Headers(call.headers)
     content = body(call.content()) if call.content is not None else None
     if call.json is not None:
@@ -669,9 +676,13 @@ class Operations:
             still = pending(value)
             if still is None:
                 return value
-            if timeout is not None and self._client.monotonic() - started + poll_interval > timeout:
+            if timeout is None:
+                yield Sleep(poll_interval)
+                continue
+            left = timeout - (self._client.monotonic() - started)
+            if left <= 0:
                 raise WaitTimeoutError(f"{still} after {timeout} s")
-            yield Sleep(poll_interval)
+            yield Sleep(min(poll_interval, left))  # a last look when the time is up
 
     # -- account ---------------------------------------------------------------------------
 
@@ -901,18 +912,22 @@ class Operations:
         `Batch.billing_receipt`, in the same answer (`batch_receipt` reads the receipt alone)."""
         asked = {"include_details": include_details, "include_billing_receipt": include_billing_receipt}
         params = {name: "true" for name, wanted in asked.items() if wanted} or None
-        return (yield from self._fetch("GET", f"/v1/batches/{batch_id}", _batch_with_receipt, params=params))
+        return (
+            yield from self._fetch(
+                "GET", f"/v1/batches/{_segment(batch_id)}", _batch_with_receipt, params=params
+            )
+        )
 
     def batch_redeliver(self, batch_id: str) -> Plan[models.BucketDelivery]:
         """Push the finished batch's artifacts to every delivery target enabled now, in a new
         round (202). Not repeated after a lost answer: call again, and a 409
         `delivery_in_progress` (`ConflictError`) says the first one started it."""
-        path = f"/v1/batches/{batch_id}/redeliver"
+        path = f"/v1/batches/{_segment(batch_id)}/redeliver"
         return (yield from self._fetch("POST", path, _delivery_of, json={}, repeatable=False))
 
     def batch_webhooks(self, batch_id: str) -> Plan[list[models.WebhookDelivery]]:
         """The batch's webhook deliveries (status, attempts, the receiver's last answer)."""
-        path = f"/v1/batches/{batch_id}/webhooks"
+        path = f"/v1/batches/{_segment(batch_id)}/webhooks"
         return (yield from self._fetch("GET", path, _webhook_deliveries_of))
 
     def batch_list(self, *, state: str | None = None, page_size: int | None = None) -> Stream[models.Batch]:
@@ -923,13 +938,13 @@ class Operations:
         self, batch_id: str, *, status: str | None = None, page_size: int | None = None
     ) -> Stream[models.Item]:
         params = {"status": status, "limit": page_size}
-        return self._pages(f"/v1/batches/{batch_id}/items", params, models.Item.from_dict)
+        return self._pages(f"/v1/batches/{_segment(batch_id)}/items", params, models.Item.from_dict)
 
     def batch_results(
         self, batch_id: str, *, body_format: str | None = None, page_size: int | None = None
     ) -> Stream[models.ResultRow]:
         params = {"body_format": body_format, "limit": page_size}
-        return self._pages(f"/v1/batches/{batch_id}/results", params, models.ResultRow.from_dict)
+        return self._pages(f"/v1/batches/{_segment(batch_id)}/results", params, models.ResultRow.from_dict)
 
     def batch_cancel(self, batch_id: str, *, reason: str | None = None) -> Plan[models.Batch]:
         """Cancel the batch. When a retry (the first answer lost: a network error or a 5xx)
@@ -944,26 +959,26 @@ class Operations:
                 and exc.details.get("state") == "canceled"
             )
 
-        path = f"/v1/batches/{batch_id}/cancel"
+        path = f"/v1/batches/{_segment(batch_id)}/cancel"
         batch = yield from self._done_unless_lost("POST", path, _batch_of, canceled, json=body)
         return batch if batch is not None else (yield from self.batch_get(batch_id))
 
     def batch_retry(self, batch_id: str) -> Plan[models.RetriedBatch]:
         """Create a new batch from the failed and canceled items (beta). Not repeated on a
         network error or 5xx: the first attempt may have created the batch."""
-        path = f"/v1/batches/{batch_id}/retry"
+        path = f"/v1/batches/{_segment(batch_id)}/retry"
         return (yield from self._fetch("POST", path, models.RetriedBatch.from_dict, repeatable=False))
 
     def batch_artifact_url(self, batch_id: str) -> Plan[str]:
         """A short-lived signed URL of the full results JSONL."""
         return (
             yield from self._fetch(
-                "GET", f"/v1/batches/{batch_id}/artifact-url", lambda body: str(body["url"])
+                "GET", f"/v1/batches/{_segment(batch_id)}/artifact-url", lambda body: str(body["url"])
             )
         )
 
     def batch_receipt(self, batch_id: str) -> Plan[models.BillingReceipt]:
-        path = f"/v1/batches/{batch_id}/billing-receipt"
+        path = f"/v1/batches/{_segment(batch_id)}/billing-receipt"
         return (yield from self._fetch("GET", path, models.BillingReceipt.from_dict))
 
     def batch_download_artifact(self, batch_id: str, out: BinaryIO) -> Plan[int]:
@@ -1038,7 +1053,11 @@ class Operations:
 
     def chat_job(self, job_id: str) -> Plan[models.ChatJob]:
         """`GET /v1/chat/completions/{job_id}`: a queued chat job; `result` once completed."""
-        return (yield from self._fetch("GET", f"/v1/chat/completions/{job_id}", models.ChatJob.from_dict))
+        return (
+            yield from self._fetch(
+                "GET", f"/v1/chat/completions/{_segment(job_id)}", models.ChatJob.from_dict
+            )
+        )
 
     # -- files -----------------------------------------------------------------------------
 
@@ -1122,7 +1141,7 @@ class Operations:
         return (
             yield from self._fetch(
                 "POST",
-                f"/v1/files/{file_id}/parts",
+                f"/v1/files/{_segment(file_id)}/parts",
                 lambda answer: models.MultipartPlan.from_dict(answer["multipart"]),
                 json=body,
             )
@@ -1130,7 +1149,7 @@ class Operations:
 
     def file_cancel(self, file_id: str) -> Plan[models.File]:
         """`POST /v1/files/{id}/cancel`: give up an upload in progress (idempotent)."""
-        return (yield from self._fetch("POST", f"/v1/files/{file_id}/cancel", _file_of))
+        return (yield from self._fetch("POST", f"/v1/files/{_segment(file_id)}/cancel", _file_of))
 
     def file_wait(
         self, file_id: str, *, poll_interval: float = 2.0, timeout: float | None = None
@@ -1193,7 +1212,9 @@ class Operations:
         """`POST /v1/files/{id}/complete` (a multipart upload's parts by number -> ETag):
         small files come back checked, large ones `uploaded` (see `wait`); idempotent."""
         body = complete_body(etags) if etags is not None else None
-        return (yield from self._fetch("POST", f"/v1/files/{file_id}/complete", _file_of, json=body))
+        return (
+            yield from self._fetch("POST", f"/v1/files/{_segment(file_id)}/complete", _file_of, json=body)
+        )
 
     def file_get(self, file_id: str) -> Plan[models.File]:
-        return (yield from self._fetch("GET", f"/v1/files/{file_id}", _file_of))
+        return (yield from self._fetch("GET", f"/v1/files/{_segment(file_id)}", _file_of))

@@ -71,7 +71,8 @@ def verify(
         raise ValueError("secret is empty")
     timestamp = _header(headers, TIMESTAMP_HEADER).strip()
     signature = _header(headers, SIGNATURE_HEADER).strip()
-    if not timestamp.isdigit() or not timestamp.isascii():
+    # (20 digits at most: a longer one is no Unix time, and as a float it would overflow)
+    if not timestamp.isdigit() or not timestamp.isascii() or len(timestamp) > 20:
         raise MalformedWebhookError(f"{TIMESTAMP_HEADER} is not a Unix time in seconds")
     current = time.time() if now is None else now
     if abs(current - int(timestamp)) > tolerance:

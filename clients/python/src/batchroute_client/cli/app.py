@@ -514,7 +514,7 @@ def chat(
             if json_mode:
                 render.emit_json(answer.raw)
             else:
-                render.out().print(answer.text, markup=False, highlight=False)
+                render.out().print(answer.text, markup=False, highlight=False, soft_wrap=True)
             return
         console = render.out()
         wrote = False
