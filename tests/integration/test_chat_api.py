@@ -119,6 +119,25 @@ def test_a_direct_receipt_names_the_lanes_not_chosen_and_the_answers_cost(
     )
 
 
+def test_a_direct_request_no_lane_answered_keeps_the_plans_refusals_on_its_receipt(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a request only edge-eu may serve (the others refused by the caller's preferences),
+    # and edge-eu down
+    body = {
+        "model": LLAMA,
+        "messages": _messages("hi [simulate:down:edge-eu]"),
+        "provider_preferences": {"only": ["edge-eu"]},
+    }
+    assert _post(client, org, body).status_code == 503
+    # Then its record's receipt still names every lane not chosen, and why
+    (record,) = client.get("/v1/batches", headers=org.key_headers()).json()["data"]
+    receipt = client.get(f"/v1/batches/{record['id']}/billing-receipt", headers=org.key_headers()).json()
+    others = {lane.lane_id for lane in builtin_catalog().lanes_for(LLAMA) if lane.provider != "edge-eu"}
+    refused = {lane["lane_id"]: lane["rejection"]["code"] for lane in receipt["rejected_lanes"]}
+    assert refused == dict.fromkeys(others, "excluded_by_preferences")
+
+
 def test_sdk_stream_with_usage_ends_with_done(client: TestClient, org: TestOrg) -> None:
     # Given the SDK asking for a stream with usage
     sdk = chat_sdk(client, org)

@@ -216,6 +216,11 @@ def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stac
     checkpoint = store.record(call.batch_id)
     assert checkpoint is not None and checkpoint.state == "failed"
     assert report.charged_micros == _cost(call.request.facts.prompt_tokens, 5).micros
+    # And its receipt has what every receipt has (the SDK reads it as any other)
+    billing = checkpoint.billing or {}
+    assert billing["batch_id"] == call.batch_id and billing["recovered_by"] == "sweeper"
+    assert billing["provider_subtotal"] == billing["credit_charged"]
+    assert billing["service_fee"] == Money.zero().to_api()
     # And its usage is counted on its (UTC) day, on the lane that streamed it
     day = usage_day(clock.now(), "UTC")
     (counter,) = ledger.usage_between(org.org_id, day, day)

@@ -240,6 +240,10 @@ def test_the_service_adapter_runs_unchanged_against_the_emulator(
     with pytest.raises(InvalidRequest) as future:
         adapter.verify_event(payload, sign(payload, WEBHOOK_SECRET, ahead))
     assert future.value.code == "invalid_signature"
+    signed = sign(payload, WEBHOOK_SECRET, ahead)  # its time written as int() still reads it
+    for odd in (signed.replace(f"t={ahead}", f"t=+{ahead}"), signed.replace(f"t={ahead}", f"t= {ahead}")):
+        with pytest.raises(InvalidRequest):
+            adapter.verify_event(payload, odd)
     # And a correctly signed body that is no event is refused as such, never a 500
     for body in (b"not json", b"[]", b'{"id": "evt_1"}'):
         with pytest.raises(InvalidRequest) as no_event:

@@ -257,7 +257,7 @@ def test_a_chat_hold_read_before_midnight_is_read_again_on_the_new_day(
 
 
 # -- spend already standing under the next period ---------------------------------------------
-# Spend keys are local dates, so an org that moves its `limit_timezone` east may find spend
+# Spend keys are local dates, so an org that moves its `limit_timezone` west may find spend
 # charged before the move under the new zone's tomorrow. The next period's counter is then not
 # empty at the decision: a guard that asserted it empty was refused every time (503
 # `funding_contended` on batch create, a 500 on chat) until that day came.
@@ -315,3 +315,24 @@ def test_a_batch_and_a_chat_request_go_through_with_spend_standing_on_the_next_d
     call = direct.open(chat_principal(org), chat_request())
     assert call.hold > Money.zero()
     call.finish()
+
+
+def test_a_chat_hold_refused_for_spend_standing_on_the_next_day_says_so(
+    local_aws: LocalStack, clock: FixedClock
+) -> None:
+    identity_store.cache_clear()
+    heartbeat_all_lanes(clock)
+    org = new_org(credit_usd="100")
+    direct, _ = direct_chat(ScriptedProvider("edge-eu", tokens=3), clock)
+    hold = direct.plan(chat_request()).hold
+    # Given a hard daily limit of two holds, and one and a half standing under tomorrow's key
+    _hard_daily(org.org_id, Money(hold.micros * 2))
+    _spent_tomorrow(org.org_id, Money(hold.micros * 3 // 2))
+    # When a request's hold would take the counted spend past it / Then the 403 shows the
+    # figures it was refused on (today's $0 would show a projection under the limit)
+    with pytest.raises(ServiceError) as refused:
+        direct.open(chat_principal(org), chat_request())
+    assert refused.value.code == "spending_limit_reached"
+    details = refused.value.details or {}
+    assert Money.usd(details["spent"]) == Money(hold.micros * 3 // 2)
+    assert Money.usd(details["projected"]) > Money.usd(details["limit"])

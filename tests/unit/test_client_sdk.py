@@ -638,6 +638,27 @@ def test_ids_are_sent_as_one_path_segment() -> None:
         make(recorder, [], max_retries=0).batches.get("../usage")
     # Then it stays inside the batch's path, encoded
     assert recorder.requests[0].url.raw_path == b"/v1/batches/..%2Fusage"
+    # And so do the dot segments a URL would resolve ("/v1/batches/../cancel" is "/v1/cancel")
+    with pytest.raises(APIError):
+        make(recorder, [], max_retries=0).batches.cancel("..")
+    assert recorder.requests[1].url.raw_path == b"/v1/batches/%2E%2E/cancel"
+
+
+def test_a_receipt_the_stale_hold_sweep_wrote_before_it_named_its_batch_still_reads() -> None:
+    money = {"currency": "usd", "amount": "0.0012"}
+    swept = {
+        "basis": "direct",
+        "final_settled_price": money,
+        "credit_reserved": {"currency": "usd", "amount": "0.002"},
+        "credit_charged": money,
+        "credit_released": {"currency": "usd", "amount": "0.0008"},
+        "settled_at": "2026-12-01T10:00:00Z",
+        "recovered_by": "sweeper",
+    }
+    recorder = Recorder(httpx.Response(200, json=swept))
+    receipt = make(recorder, []).batches.receipt("batch_1")
+    assert receipt.batch_id == "batch_1" and receipt.provider_subtotal.amount == "0.0012"
+    assert receipt.service_fee.amount == "0"
 
 
 def test_a_stream_that_fails_midway_raises_its_error_event_as_an_api_error() -> None:

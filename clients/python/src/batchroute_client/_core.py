@@ -360,7 +360,20 @@ def _batch_with_receipt(body: Any) -> models.Batch:
     receipt = body.get("billing_receipt")
     if not isinstance(receipt, Mapping):
         return batch
-    return dataclasses.replace(batch, billing_receipt=models.BillingReceipt.from_dict(receipt))
+    return dataclasses.replace(batch, billing_receipt=_receipt_of(receipt, batch.id))
+
+
+def _receipt_of(data: Mapping[str, Any], batch_id: str) -> models.BillingReceipt:
+    """A billing receipt; one the service's stale-hold sweep wrote for a direct chat request
+    before 2026-12-02 lacks its batch id, subtotal and fee: the charge, with no fee."""
+    charged = data.get("final_settled_price")
+    filled = {
+        "batch_id": batch_id,
+        "provider_subtotal": charged,
+        "service_fee": {"currency": (charged or {}).get("currency", "usd"), "amount": "0"},
+        **data,
+    }
+    return models.BillingReceipt.from_dict(filled)
 
 
 def _delivery_of(body: Any) -> models.BucketDelivery:
@@ -418,8 +431,10 @@ class TargetChanges(TargetOptions, total=False):
 
 
 def _segment(value: str, safe: str = "") -> str:
-    """`value` as one path segment (`safe`: the characters kept, "/" for a model id)."""
-    return quote(value, safe=safe)
+    """`value` as one path segment (`safe`: the characters kept, "/" for a model id); `.` and
+    `..`, which a URL resolves as dot segments, stay themselves (`%2E`)."""
+    quoted = quote(value, safe=safe)
+    return "%2E" * len(quoted) if quoted in (".", "..") else quoted
 
 
 def _account_of(body: Any) -> dict[str, Any]:
@@ -979,7 +994,7 @@ class Operations:
 
     def batch_receipt(self, batch_id: str) -> Plan[models.BillingReceipt]:
         path = f"/v1/batches/{_segment(batch_id)}/billing-receipt"
-        return (yield from self._fetch("GET", path, models.BillingReceipt.from_dict))
+        return (yield from self._fetch("GET", path, lambda body: _receipt_of(body, batch_id)))
 
     def batch_download_artifact(self, batch_id: str, out: BinaryIO) -> Plan[int]:
         """Stream the full results artifact (its signed URL) into `out`; return the byte count.

@@ -527,9 +527,11 @@ def _charge_of(charge: Mapping[str, Any]) -> ProcessorCharge:
 
 
 def _signed_at(signature: str) -> int:
-    """The `t=` of a `Stripe-Signature` header (its signing time, Unix seconds; 0: none)."""
-    for part in signature.split(","):
-        name, _, value = part.strip().partition("=")
-        if name == "t" and value.isdecimal():
-            return int(value)
-    return 0
+    """The `t=` of a `Stripe-Signature` header (its signing time, Unix seconds), read exactly
+    as the SDK reads the time it verifies: the first item named `t`, as `int()` reads it."""
+    items = [item.split("=", 2) for item in signature.split(",")]
+    stamps = [item[1] for item in items if len(item) > 1 and item[0] == "t"]
+    try:
+        return int(stamps[0]) if stamps else 0
+    except ValueError:
+        return 0

@@ -23,7 +23,7 @@ the next period's counter (`next_period_key`) has not grown since it was read
 periods' spend: should the period turn before the write, the new period's spend is at most
 what the bound counted; should it have been charged meanwhile, the transaction is refused and
 the funding is decided again, on the new period. (The next period's counter is not always
-empty: spend keys are local dates, so after the org moves its `limit_timezone` east, spend
+empty: spend keys are local dates, so after the org moves its `limit_timezone` west, spend
 already charged may stand under the new zone's tomorrow. Asserting it empty refused every hold
 until that day came.)
 """

@@ -337,7 +337,7 @@ class DirectChat:
             checkpoint=self._checkpoint,
             clock=self.clock,
             checkpoint_seconds=self.options.checkpoint_seconds,
-            rejected=[],
+            rejected=[r.to_receipt(request.model) for r in plan.rejected],  # and more once one answers
             rate=gate,
             release=self._abandoned,
         )

@@ -179,7 +179,7 @@ class HoldKeeper:
                 self._hard.pop(org_id, None)
             return LimitGuard()
         key = period_keys(now, controls.limit_timezone)[period]
-        if key not in asked:  # the org's zone is not the one the cache guessed
+        if key not in asked or next_period_key(key) not in asked:  # not the zone the cache guessed
             _, spent = self.store.limit_inputs(org_id, _with_next([key]))
         guard = LimitGuard(
             hard=True,
@@ -212,7 +212,7 @@ class HoldKeeper:
 
     def _limit_refusal(self, org_id: str, guard: LimitGuard, amount: Money) -> Exception:
         reserved = self.store.wallet(org_id).reserved
-        spent = Money(guard.spent_micros)
+        spent = Money(max(guard.spent_micros, guard.next_spent_micros))  # what the bound counted
         return limit_refusal(
             limit=Money(guard.limit_micros),
             period=guard.period or "daily",  # type: ignore[arg-type]

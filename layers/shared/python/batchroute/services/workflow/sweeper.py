@@ -121,7 +121,7 @@ def resolve_stale_chat_holds(
         lane = next((x for x in catalog.lanes if x.lane_id == checkpoint.lane_id), None)
         line = _swept_usage(lane, checkpoint, (record and record.chat_model) or "")
         charge = Money.usd_ceil(line.cost)
-        outcome = _swept_outcome(hold.amount, min(charge, hold.amount), checkpoint, at)
+        outcome = _swept_outcome(hold.ref, hold.amount, min(charge, hold.amount), checkpoint, at)
         if hold.org_id not in zones:
             org_controls = controls.billing_controls(hold.org_id)
             zones[hold.org_id] = (org_controls.limit_timezone if org_controls else "") or "UTC"
@@ -163,7 +163,9 @@ def _swept_usage(lane: Lane | None, checkpoint: UsageCheckpoint, model: str) -> 
     )
 
 
-def _swept_outcome(reserved: Money, charged: Money, checkpoint: UsageCheckpoint, at: str) -> ChatOutcome:
+def _swept_outcome(
+    batch_id: str, reserved: Money, charged: Money, checkpoint: UsageCheckpoint, at: str
+) -> ChatOutcome:
     """The outcome the sweeper settles a stopped chat request with: failed, unless its
     answer was delivered whole and only its own settlement failed (`answered`)."""
     return ChatOutcome(
@@ -176,8 +178,11 @@ def _swept_outcome(reserved: Money, charged: Money, checkpoint: UsageCheckpoint,
         if checkpoint.answered
         else "the request stopped before it settled; charged the usage last recorded",
         billing={
+            "batch_id": batch_id,
             "basis": "direct",
             "final_settled_price": charged.to_api(),
+            "provider_subtotal": charged.to_api(),
+            "service_fee": Money.zero().to_api(),
             "credit_reserved": reserved.to_api(),
             "credit_charged": charged.to_api(),
             "credit_released": (reserved - charged).to_api(),
