@@ -144,8 +144,12 @@ def via_chat_direct(client: TestClient, org: TestOrg) -> Outcome:
     assert response.status_code == 200, response.text
     record = BatchRecords(get_settings().table_name("batches")).get(response.headers["x-service-batch-id"])
     assert record is not None and record.billing is not None
-    rejected = [
-        {"lane_id": lane["lane_id"], "code": lane["code"], "rule": lane.get("rule")}
+    rejected = [  # the receipt's shape, a batch receipt's (domain/chat/routing.py Rejected)
+        {
+            "lane_id": lane["lane_id"],
+            "code": lane["rejection"]["code"],
+            "rule": lane["rejection"]["details"].get("rule"),
+        }
         for lane in record.billing["rejected_lanes"]
     ]
     return {response.headers["x-service-provider"]}, rejected
