@@ -512,6 +512,26 @@ def test_a_wait_past_its_timeout_exits_3(tmp_path: Path, capsys: pytest.CaptureF
     assert "error: timeout: batch_1 still running after 5.0 s" in capsys.readouterr().err
 
 
+def test_a_wait_past_its_timeout_names_the_batch_as_it_last_saw_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+            "GET /v1/batches/batch_1": [got_batch("running", 1)],
+        }
+    )
+    clock = iter(range(0, 1000, 2))
+    argv = ("submit", str(path), "--wait", "--timeout", "5", "--poll-interval", "2", "--json")
+    code, _ = run(api, *argv, tmp_path=tmp_path, monotonic=lambda: float(next(clock)))
+    # Then the --json error document names the batch as the last poll read it, not as created
+    document = json.loads(capsys.readouterr().out)
+    assert code == 3 and document["error"]["code"] == "timeout"
+    assert document["batch"]["id"] == "batch_1" and document["batch"]["state"] == "running"
+
+
 def test_ctrl_c_while_waiting_exits_130_and_says_the_batch_keeps_running(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -296,13 +296,14 @@ def submit(
         batch = client.batches.create(quote_id=got.quote_id, idempotency_key=key)
         err.print(f"created {batch.id} (Idempotency-Key {key})", highlight=False)  # --json too
         results_file: Path | None = None
+        seen = [batch]  # the batch as last read: a --wait that gives up reports what it saw
         try:
             if wait:
-                batch = _follow(client, batch, poll_interval, timeout, bars)
+                batch = _follow(client, batch, poll_interval, timeout, bars, seen=seen)
                 if out is not None:
                     results_file = _write_results(client, batch.id, out / f"{batch.id}.results.jsonl")
         except BaseException as exc:  # the batch exists (and holds credit): name it in the error
-            setattr(exc, CREATED, {"batch": batch.raw, "idempotency_key": key})
+            setattr(exc, CREATED, {"batch": seen[-1].raw, "idempotency_key": key})
             raise
     document = {
         "batch": batch.raw,
@@ -321,11 +322,26 @@ def submit(
         raise BatchEnded(batch)
 
 
-def _follow(client: Client, batch: Batch, poll_interval: float, timeout: float | None, bars: bool) -> Batch:
+def _follow(
+    client: Client,
+    batch: Batch,
+    poll_interval: float,
+    timeout: float | None,
+    bars: bool,
+    *,
+    seen: list[Batch] | None = None,
+) -> Batch:
+    """Wait for the batch to settle, showing its progress; `seen` gets each read of it."""
     try:
         with BatchBar(render.err(), bars) as bar:
+
+            def progress(read: Batch) -> None:
+                if seen is not None:
+                    seen.append(read)
+                bar(read)
+
             return client.batches.wait(
-                batch.id, poll_interval=poll_interval, timeout=timeout, on_progress=bar
+                batch.id, poll_interval=poll_interval, timeout=timeout, on_progress=progress
             )
     except KeyboardInterrupt:
         render.err().print(
