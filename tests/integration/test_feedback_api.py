@@ -132,6 +132,8 @@ def test_feedback_on_batch_items_is_kept_per_author_shown_on_the_item_and_summar
     assert len(seen) == len(set(seen)) == 3
     starred = client.get(PATH, params={"rating_scale": "stars", "batch_id": finished}, headers=alice).json()
     assert [f["target"]["customer_item_id"] for f in starred["data"]] == ["item-2"]
+    # a listed target has the keys the one a submit answers has (no `id: null` beside them)
+    assert set(starred["data"][0]["target"]) == {"type", "batch_id", "customer_item_id"}
     assert client.get(PATH, params={"model": "nope"}, headers=alice).json()["data"] == []
 
 

@@ -14,6 +14,7 @@ from batchroute.services.feedback.service import SummaryView
 from functions.api.auth import require
 from functions.api.deps import FeedbackDep
 from functions.api.envelope import errors_doc
+from functions.api.openapi import documented_as
 from functions.api.schemas.feedback.feedback import FeedbackCreate, FeedbackList, FeedbackOut, FeedbackSummary
 
 router = APIRouter(tags=["feedback"])
@@ -52,7 +53,7 @@ def give_feedback(principal: Writer, feedback: FeedbackDep, body: FeedbackCreate
 
 @router.get(
     "/v1/feedback",
-    response_model=FeedbackList,
+    response_model=documented_as(FeedbackList),  # the views as built: a target's own keys only
     responses={**_ERRORS, **errors_doc({400: "A bad filter or cursor (`details.field`, `invalid_cursor`)"})},
     summary="The org's feedback, newest change first",
 )
