@@ -183,6 +183,22 @@ class DirectReceipt(TypedDict):
     recovered_by: NotRequired[str]
 
 
+def direct_totals(batch_id: str, charged: Money, held: Money, at: str) -> DirectReceipt:
+    """A direct chat request's receipt, but for its lanes: direct prices and no fee, so the
+    charge is the settled price and the provider subtotal."""
+    return {
+        "batch_id": batch_id,
+        "basis": "direct",
+        "final_settled_price": charged.to_api(),
+        "provider_subtotal": charged.to_api(),
+        "service_fee": Money.zero().to_api(),
+        "credit_reserved": held.to_api(),
+        "credit_charged": charged.to_api(),
+        "credit_released": (held - charged).to_api(),
+        "settled_at": at,
+    }
+
+
 class BillingReceipt(ReceiptTotals):
     """The billing receipt (interface spec "Billing receipt"); `rescues` only on a batch that
     had a deadline rescue (docs/batches.md)."""

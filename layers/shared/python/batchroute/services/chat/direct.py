@@ -28,7 +28,7 @@ from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.record import BatchRecord, ExecutionSummary, UsageCheckpoint
 from batchroute.domain.billing.ledger import SettlementResult, period_keys
 from batchroute.domain.billing.rate_limits import CallerGate
-from batchroute.domain.billing.settlement import DirectReceipt
+from batchroute.domain.billing.settlement import DirectReceipt, direct_totals
 from batchroute.domain.billing.usage import UsageCharge, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, LanePrice
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldSettlement, HoldTerms, LanesTried
@@ -635,15 +635,7 @@ def direct_receipt(
     """The billing receipt of a direct request: direct prices, no service fee."""
     price = lane.lane.price
     return {
-        "batch_id": batch_id,
-        "basis": "direct",
-        "final_settled_price": charged.to_api(),
-        "provider_subtotal": charged.to_api(),
-        "service_fee": Money.zero().to_api(),
-        "credit_reserved": hold.to_api(),
-        "credit_charged": charged.to_api(),
-        "credit_released": (hold - charged).to_api(),
-        "settled_at": at,
+        **direct_totals(batch_id, charged, hold, at),
         "provider_lanes": [
             {
                 "lane_id": lane.lane_id,

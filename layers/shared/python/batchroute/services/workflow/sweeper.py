@@ -18,6 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import UsageCheckpoint
 from batchroute.domain.billing.ledger import Purpose, Reservation, SettlementResult, period_keys
+from batchroute.domain.billing.settlement import direct_totals
 from batchroute.domain.billing.usage import UsageCharge, UsageLine, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement
@@ -177,18 +178,7 @@ def _swept_outcome(
         latest_error=None
         if checkpoint.answered
         else "the request stopped before it settled; charged the usage last recorded",
-        billing={
-            "batch_id": batch_id,
-            "basis": "direct",
-            "final_settled_price": charged.to_api(),
-            "provider_subtotal": charged.to_api(),
-            "service_fee": Money.zero().to_api(),
-            "credit_reserved": reserved.to_api(),
-            "credit_charged": charged.to_api(),
-            "credit_released": (reserved - charged).to_api(),
-            "settled_at": at,
-            "recovered_by": "sweeper",
-        },
+        billing={**direct_totals(batch_id, charged, reserved, at), "recovered_by": "sweeper"},
     )
 
 
