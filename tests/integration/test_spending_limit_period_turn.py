@@ -31,6 +31,7 @@ from batchroute.errors import ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.services.billing.funding import guarded_reservation
+from batchroute.services.chat.direct import DirectChat
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -226,16 +227,23 @@ def test_a_batch_created_across_midnight_is_decided_again_on_the_new_day(
     assert _new_day_total(org.org_id) == Money(estimate.micros * 2)
 
 
-def test_a_chat_hold_read_before_midnight_is_read_again_on_the_new_day(
-    local_aws: LocalStack, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _chat_under_two_holds(clock: FixedClock) -> tuple[TestOrg, DirectChat, Money]:
+    """A new org under a hard daily limit of two holds of a direct chat request: the org, the
+    direct path and the hold."""
     identity_store.cache_clear()
     heartbeat_all_lanes(clock)
     org = new_org(credit_usd="100")
     direct, _ = direct_chat(ScriptedProvider("edge-eu", tokens=3), clock)
     hold = direct.plan(chat_request()).hold
-    # Given a hard daily limit of two holds, one hold's worth in flight on 20 November
     _hard_daily(org.org_id, Money(hold.micros * 2))
+    return org, direct, hold
+
+
+def test_a_chat_hold_read_before_midnight_is_read_again_on_the_new_day(
+    local_aws: LocalStack, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    org, direct, hold = _chat_under_two_holds(clock)
+    # Given a hard daily limit of two holds, one hold's worth in flight on 20 November
     _reserve(org.org_id, "res_x", hold, LAST - timedelta(minutes=5))
     original, turned = ChatHoldStore.open, []
 
@@ -320,13 +328,8 @@ def test_a_batch_and_a_chat_request_go_through_with_spend_standing_on_the_next_d
 def test_a_chat_hold_refused_for_spend_standing_on_the_next_day_says_so(
     local_aws: LocalStack, clock: FixedClock
 ) -> None:
-    identity_store.cache_clear()
-    heartbeat_all_lanes(clock)
-    org = new_org(credit_usd="100")
-    direct, _ = direct_chat(ScriptedProvider("edge-eu", tokens=3), clock)
-    hold = direct.plan(chat_request()).hold
+    org, direct, hold = _chat_under_two_holds(clock)
     # Given a hard daily limit of two holds, and one and a half standing under tomorrow's key
-    _hard_daily(org.org_id, Money(hold.micros * 2))
     _spent_tomorrow(org.org_id, Money(hold.micros * 3 // 2))
     # When a request's hold would take the counted spend past it / Then the 403 shows the
     # figures it was refused on (today's $0 would show a projection under the limit)

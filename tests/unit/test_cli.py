@@ -486,7 +486,9 @@ def test_a_file_over_the_inline_limit_is_uploaded_through_the_signed_url_with_a_
     assert "upload vendor.jsonl" in err and "batch_1" in err and "3/3" in err
 
 
-def test_a_wait_past_its_timeout_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _submit_past_its_timeout(tmp_path: Path, *extra: str) -> tuple[int, list[float]]:
+    """`submit --wait --timeout 5 --poll-interval 2` of a batch that stays running (each read
+    of the clock 2 s after the one before)."""
     path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
     api = FakeAPI(
         {
@@ -496,18 +498,12 @@ def test_a_wait_past_its_timeout_exits_3(tmp_path: Path, capsys: pytest.CaptureF
         }
     )
     clock = iter(range(0, 1000, 2))
-    code, sleeps = run(
-        api,
-        "submit",
-        str(path),
-        "--wait",
-        "--timeout",
-        "5",
-        "--poll-interval",
-        "2",
-        tmp_path=tmp_path,
-        monotonic=lambda: float(next(clock)),
-    )
+    argv = ("submit", str(path), "--wait", "--timeout", "5", "--poll-interval", "2", *extra)
+    return run(api, *argv, tmp_path=tmp_path, monotonic=lambda: float(next(clock)))
+
+
+def test_a_wait_past_its_timeout_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, sleeps = _submit_past_its_timeout(tmp_path)
     assert code == 3 and sleeps == [2.0, 1.0]  # the last look when the time is up, not before
     assert "error: timeout: batch_1 still running after 5.0 s" in capsys.readouterr().err
 
@@ -515,17 +511,7 @@ def test_a_wait_past_its_timeout_exits_3(tmp_path: Path, capsys: pytest.CaptureF
 def test_a_wait_past_its_timeout_names_the_batch_as_it_last_saw_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
-    api = FakeAPI(
-        {
-            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
-            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
-            "GET /v1/batches/batch_1": [got_batch("running", 1)],
-        }
-    )
-    clock = iter(range(0, 1000, 2))
-    argv = ("submit", str(path), "--wait", "--timeout", "5", "--poll-interval", "2", "--json")
-    code, _ = run(api, *argv, tmp_path=tmp_path, monotonic=lambda: float(next(clock)))
+    code, _ = _submit_past_its_timeout(tmp_path, "--json")
     # Then the --json error document names the batch as the last poll read it, not as created
     document = json.loads(capsys.readouterr().out)
     assert code == 3 and document["error"]["code"] == "timeout"
