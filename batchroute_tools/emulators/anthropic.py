@@ -91,6 +91,7 @@ from batchroute_tools.contracts.anthropic import (
     warm,
 )
 from batchroute_tools.emulators.behaviour import (
+    DOWN_MARK,
     RETRY_AFTER_MS,
     Answer,
     Behaviour,
@@ -538,7 +539,7 @@ class AnthropicEmulator:
             return refusal
         requests = body["requests"]
         valid = (entry for index, entry in enumerate(requests) if index not in invalid)
-        if any(self.behaviour.down(self.work(entry["params"])) for entry in valid):
+        if DOWN_MARK in request.body and any(self.behaviour.down(self.work(e["params"])) for e in valid):
             return Reply.dropped()  # the provider is down: the batch is never made
         host = request.headers.get("host", "127.0.0.1")
         batch_id = f"msgbatch_{uuid.uuid4().hex[:24]}"

@@ -88,7 +88,7 @@ from urllib.parse import unquote
 
 from batchroute_tools.contracts.anthropic import CACHE_TTLS, MAX_CACHE_BREAKPOINTS
 from batchroute_tools.contracts.bedrock import model_family, request_violations
-from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work, stop_sequences
+from batchroute_tools.emulators.behaviour import DOWN_MARK, Answer, Behaviour, Fault, Work, stop_sequences
 from batchroute_tools.emulators.cache import Breakpoint, PromptCache, anthropic_minimum, digest
 from batchroute_tools.emulators.server import Reply, Request, Vendor
 
@@ -134,7 +134,6 @@ _JOB_ID: Final = re.compile(
 )
 _PROVIDER_NAMES: Final = {"anthropic": "Anthropic", "meta": "Meta", "amazon": "Amazon", "cohere": "Cohere"}
 STOP_SECONDS: Final = 1.0  # a stopped job is Stopping this long (by the clock), then Stopped
-DOWN_MARK: Final = b"[simulate:down"  # `[simulate:down]` and `[simulate:down:<provider>]`
 _FAULT_STATUS: Final = {"fail": 400, "rate_limited": 429, "overloaded": 503}
 
 

@@ -70,6 +70,10 @@ WRONG_ANSWER: Final = "Simulated wrong answer."  # [simulate:wrong:<provider>]
 RETRY_AFTER_MS: Final = 200  # what a simulated 429 asks the caller to wait
 _SEEN_LIMIT: Final = 200_000  # first-time faults remembered per process
 
+# What every down marker starts with (`[simulate:down]`, `[simulate:down:<provider>]`): a batch
+# create holding none of it has no request `down` would find down, and is not read request by
+# request for one.
+DOWN_MARK: Final = b"[simulate:down"
 _FOR_PROVIDER: Final = re.compile(r"\[simulate:(down|5xx|timeout):([A-Za-z0-9_.-]+)\]")
 _ONCE: Final[dict[str, FaultKind]] = {
     "[simulate:transient]": "transient",

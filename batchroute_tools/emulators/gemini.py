@@ -91,6 +91,7 @@ from typing import Any, Final
 
 from batchroute_tools.contracts.gemini import request_violations, warm
 from batchroute_tools.emulators.behaviour import (
+    DOWN_MARK,
     RETRY_AFTER_MS,
     Answer,
     Behaviour,
@@ -473,7 +474,8 @@ class GeminiEmulator:
             return error_reply(400, "this emulator takes inlined requests only", "INVALID_ARGUMENT")
         entries = _mapping(source.get("requests")).get("requests") or []
         model = str(request.params["model"])
-        if any(self.behaviour.down(self.work(model, _mapping(_mapping(e).get("request")))) for e in entries):
+        asked = (self.work(model, _mapping(_mapping(e).get("request"))) for e in entries)
+        if DOWN_MARK in request.body and any(self.behaviour.down(work) for work in asked):
             return Reply.dropped()  # the provider is down: the batch is never made
         job = _Job(
             f"batches/{uuid.uuid4().hex[:20]}",

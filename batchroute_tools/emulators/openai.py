@@ -81,7 +81,7 @@ from typing import Any, Final
 
 import batchroute_tools.emulators.openai_responses as openai_responses
 from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
-from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work, stop_sequences
+from batchroute_tools.emulators.behaviour import DOWN_MARK, Answer, Behaviour, Fault, Work, stop_sequences
 from batchroute_tools.emulators.cache import OPENAI_CACHE, CacheRule, PromptCache
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -267,7 +267,6 @@ LIST_LIMIT_MAX: Final = 100
 # (`simulated_stuck_batch_percent`, 40 by default) until it is cancelled: a late vendor, for
 # the deadline rescue (docs/batches.md).
 STUCK_MARKER = b"[simulate:stuck_batch]"
-DOWN_MARK = b"[simulate:down"  # `[simulate:down]` and `[simulate:down:<provider>]`
 
 
 class OpenAIEmulator:
