@@ -36,6 +36,23 @@ export function amountText(amount: string): string {
   return `${/[1-9]/.test(shown) ? sign : ""}${shown}`;
 }
 
+/** A spend axis from 0 to `top` (USD): at most six ticks a round step apart (1, 2 or 5 times a
+ * power of ten), each labelled with as many decimals as the step needs (at least two), so no two
+ * labels read the same ("0.005, 0.010, 0.015"), as money rounded to the cent would. */
+export function spendAxis(top: number): { ticks: number[]; top: number; label: (value: number) => string } {
+  const rough = top > 0 ? top / 4 : 0.01;
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((candidate) => candidate >= rough * (1 - 1e-9)) ?? 10 * power;
+  const decimals = Math.min(6, Math.max(2, Math.ceil(-Math.log10(step) - 1e-9)));
+  const count = Math.max(1, Math.ceil(top / step - 1e-9));
+  const ticks = Array.from({ length: count + 1 }, (_, i) => Number((i * step).toFixed(decimals)));
+  const label = (value: number) => {
+    const [whole = "0", fraction = ""] = value.toFixed(decimals).split(".");
+    return `${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",")}.${fraction}`;
+  };
+  return { ticks, top: ticks[ticks.length - 1] ?? 0, label };
+}
+
 /** `units x 10^-scale` rounded half up to `places` decimals, as units of 10^-places. */
 function roundTo(units: bigint, scale: number, places: number): bigint {
   if (scale <= places) return units * 10n ** BigInt(places - scale);

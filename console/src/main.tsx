@@ -22,7 +22,7 @@ function RequireSession({ children }: { children: ReactNode }) {
   const { session, loading } = useSession();
   const location = useLocation();
   if (loading) return <Loading what="your session" />;
-  if (!session) return <Navigate to="/sign-in" replace state={{ from: location.pathname }} />;
+  if (!session) return <Navigate to="/sign-in" replace state={{ from: location.pathname + location.search }} />;
   return <>{children}</>;
 }
 

@@ -1,6 +1,6 @@
 // Who is signed in: GET /v1/sessions/current (the HttpOnly cookie is never readable here).
 import { createContext, useCallback, useContext, useEffect, useState, type ReactNode } from "react";
-import { api, call, type Schemas } from "./api/client";
+import { api, call, onSessionEnded, type Schemas } from "./api/client";
 
 type SessionView = NonNullable<Schemas["SessionEnvelope"]["session"]>;
 
@@ -32,6 +32,9 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   useEffect(() => {
     void refresh();
   }, [refresh]);
+  // A call answered 401 (the session expired or was ended elsewhere): signed out, so the
+  // signed-in pages give way to the sign-in page, which leads back here afterwards.
+  useEffect(() => onSessionEnded(() => setSession(null)), []);
   return <SessionContext.Provider value={{ session, loading, refresh }}>{children}</SessionContext.Provider>;
 }
 

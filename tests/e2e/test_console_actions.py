@@ -7,13 +7,20 @@ auto top-up form keeps what is typed while the page looks for a purchase's card.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.e2e.local_stack import RunningStack
-from tests.e2e.test_console_browser import VIEWPORT, browser, nav, signed_in_page  # noqa: F401 (`browser`: that module's fixture)
+from tests.e2e.test_console_browser import (  # noqa: F401 (`browser`: that module's fixture)
+    PASSWORD,
+    VIEWPORT,
+    browser,
+    nav,
+    signed_in_page,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -122,3 +129,36 @@ def test_auto_top_up_edits_survive_the_look_for_a_card_after_a_purchase(page: Pa
     # Then what they typed is still there after each look
     expect(trigger).to_have_value("7.50")
     expect(page.get_by_label("Top up automatically")).to_be_checked()
+
+
+def test_an_ended_session_leads_to_sign_in_and_back_to_the_page(
+    browser: Browser,  # noqa: F811
+    local_stack: RunningStack,
+) -> None:
+    # Given a signed-in person on the billing page
+    context = browser.new_context(viewport=VIEWPORT, base_url=local_stack.base_url)
+    context.set_default_timeout(20_000)
+    try:
+        page = context.new_page()
+        address = f"ended-{uuid.uuid4().hex[:10]}@example.com"
+        assert page.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
+        assert page.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
+        page.goto("/console/billing")
+        expect(page.get_by_role("heading", name="Billing", level=1)).to_be_visible()
+
+        # When the session ends elsewhere and the person moves on to the batches
+        assert page.request.delete("/v1/sessions/current").ok
+        nav(page, "Batches")
+
+        # Then the sign-in page is shown (not each section's authentication error)
+        expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+        expect(page.get_by_text("authentication_required")).to_have_count(0)
+
+        # And signing in again leads back to the page they were going to
+        page.get_by_label("Email").fill(address)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Batches", level=1)).to_be_visible()
+        assert page.url.endswith("/console/batches")
+    finally:
+        context.close()

@@ -12,6 +12,7 @@ chromium against the local stack (docs/console.md, "Layout, states and accessibi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -177,6 +178,26 @@ def settled(page: Page) -> None:
     expect(page.locator("[aria-busy='true']")).to_have_count(0, timeout=20_000)
 
 
+def squeezed(page: Page) -> list[str]:
+    """What a narrow box has crushed: a value of a fact list (`dd`) or a card's content drawn
+    less than three characters wide, or a short code (one word) cut over two lines."""
+    found: list[str] = page.evaluate(
+        """() => {
+          const crushed = [...document.querySelectorAll("main dd, main .card > *")]
+            .filter((e) => e.checkVisibility() && e.textContent.trim().length > 3)
+            .filter((e) => e.getBoundingClientRect().width < 3 * parseFloat(getComputedStyle(e).fontSize))
+            .map((e) => `crushed: ${e.textContent.trim().slice(0, 40)}`);
+          const cut = [...document.querySelectorAll("main code")]
+            .filter((e) => e.checkVisibility() && /^\\w{1,24}$/.test(e.textContent.trim()))
+            .filter((e) => e.getClientRects().length > 1
+              || e.getBoundingClientRect().height > 1.8 * parseFloat(getComputedStyle(e).fontSize))
+            .map((e) => `cut: ${e.textContent.trim()}`);
+          return [...crushed, ...cut];
+        }"""
+    )
+    return found
+
+
 def bare_tables(page: Page) -> int:
     """Tables shown on the page with headers but no row under them."""
     count: int = page.evaluate(
@@ -220,6 +241,7 @@ def test_a_signed_in_page_fits_the_screen_and_passes_axe(
     if (name, width) in (("batch", PHONE), ("not-found", VIEWPORT)):
         screenshot(page, f"{name}-phone" if width == PHONE else name)
     assert overflow(page) <= 0, f"{name} is {overflow(page)}px wider than the screen"
+    assert squeezed(page) == []
     assert serious_violations(page) == []
 
 
@@ -345,6 +367,48 @@ def test_an_empty_paste_box_is_answered_next_to_it(open_page: Opener, fresh: Acc
     # And the message goes once the box has something to quote
     box.fill("{}")
     expect(page.locator("#jsonl-text-error")).to_have_count(0)
+
+
+def test_a_bad_pasted_line_is_named_once(open_page: Opener, fresh: Account) -> None:
+    # Given a paste whose second line is not JSON
+    page = open_page(fresh)
+    page.goto("/console/quotes")
+    line = {"customer_item_id": "a", "operation": "responses", "model": MODEL, "input": {"messages": []}}
+    page.get_by_label("Or paste JSONL").fill(json.dumps(line) + "\n{not json\n")
+
+    # When it is quoted
+    page.get_by_role("button", name="Get a free quote").click()
+
+    # Then the refusal names line 2 once (not again from the upload's own list)
+    expect(page.get_by_role("alert")).to_be_visible()
+    issues = page.locator("ul.issues li")
+    expect(issues.filter(has_text="line 2:")).to_have_count(1)
+
+
+def test_the_usage_axis_labels_each_tick_differently(open_page: Opener, busy: Account) -> None:
+    # Given an account whose spend is a few cents, drawn per day
+    page = open_page(busy)
+    page.goto("/console/usage")
+    ticks = page.locator(".recharts-cartesian-axis-tick-value[orientation='left']")
+    expect(ticks.first).to_be_visible()
+
+    # Then no two gridlines read the same, and every label has as many decimals as the others
+    labels = [text.strip() for text in ticks.all_text_contents()]
+    assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
+    assert len({len(label.partition(".")[2]) for label in labels}) == 1, labels
+
+
+def test_the_fee_explanation_starts_on_its_own_line(open_page: Opener, busy: Account) -> None:
+    page = open_page(busy)
+    page.goto(f"/console/batches/{busy.batch_id}")
+    basis = page.get_by_test_id("fee-basis")
+    expect(basis).to_be_visible(timeout=30_000)
+    amount_box = page.get_by_test_id("settled-price").bounding_box()
+    fee = basis.locator("xpath=..")
+    fee_box, basis_box = fee.bounding_box(), basis.bounding_box()
+    assert amount_box is not None and fee_box is not None and basis_box is not None
+    # the explanation's first line is below the amount's line, not run into it
+    assert basis_box["y"] >= fee_box["y"] + 0.8 * amount_box["height"], (fee_box, basis_box)
 
 
 def test_the_payment_page_looks_like_the_console(

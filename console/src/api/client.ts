@@ -38,6 +38,13 @@ function toApiError(status: number, body: unknown): ApiError {
   return new ApiError(status, `http_${status}`, "The service answered unexpectedly.");
 }
 
+// Who hears that the session has ended (a 401 on any call): the session provider, which then
+// shows the sign-in page instead of every section's own authentication error.
+let sessionEnded: () => void = () => {};
+export function onSessionEnded(listener: () => void): void {
+  sessionEnded = listener;
+}
+
 /** The data of a 2xx answer, or an ApiError carrying the envelope's code and message. */
 export async function call<T>(
   request: Promise<{ data?: T; error?: unknown; response: Response }>,
@@ -51,6 +58,7 @@ export async function call<T>(
   if (result.response.ok && result.data !== undefined) {
     return result.data;
   }
+  if (result.response.status === 401) sessionEnded();
   throw toApiError(result.response.status, result.error);
 }
 

@@ -1,7 +1,7 @@
 // Sign up, sign in, forgot password, reset password: the public auth endpoints (docs/auth.md).
 // Passwords live only in the form's state; nothing is written to local storage.
 import { useState, type FormEvent } from "react";
-import { Link, Navigate, useNavigate, useSearchParams } from "react-router-dom";
+import { Link, Navigate, useLocation, useNavigate, useSearchParams } from "react-router-dom";
 import { api, call } from "../api/client";
 import { useSession } from "../session";
 import { ErrorLine, Field, Notice } from "../components/ui";
@@ -15,14 +15,21 @@ function AuthFrame({ title, children }: { title: string; children: React.ReactNo
   );
 }
 
+/** Where the sign-in page leads: the signed-in page that sent the visitor here, else the overview. */
+function useReturnPath(): string {
+  const from = (useLocation().state as { from?: unknown } | null)?.from;
+  return typeof from === "string" && from.startsWith("/") && !from.startsWith("//") ? from : "/";
+}
+
 export function SignIn() {
   const { session, refresh } = useSession();
   const navigate = useNavigate();
+  const back = useReturnPath();
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
-  if (session) return <Navigate to="/" replace />;
+  if (session) return <Navigate to={back} replace />;
   async function submit(event: FormEvent) {
     event.preventDefault();
     setBusy(true);
@@ -30,7 +37,7 @@ export function SignIn() {
       await call(api.POST("/v1/auth/login", { body: { email, password } }));
       setPassword("");
       await refresh();
-      navigate("/");
+      navigate(back, { replace: true });
     } catch (caught) {
       setError(caught);
     } finally {

@@ -151,6 +151,10 @@ export function Quotes() {
   }
 
   const lanes: Lane[] = quote?.quote_lanes ?? [];
+  // A line the quote's refusal names is shown there; the upload's own list keeps the others.
+  const issues = preflightIssues(error);
+  const named = new Set(issues.map((issue) => issue.line));
+  const fileOnly = (file?.errors ?? []).filter((issue) => !named.has(issue.line));
   return (
     <>
       <h1>New batch</h1>
@@ -215,9 +219,9 @@ export function Quotes() {
         </button>
       </form>
       <ErrorLine error={error} />
-      {preflightIssues(error).length > 0 && (
+      {issues.length > 0 && (
         <ul className="issues">
-          {preflightIssues(error).map((issue, index) => (
+          {issues.map((issue, index) => (
             <li key={index}>
               {issue.line !== undefined && `line ${issue.line}: `}
               <code>{issue.code}</code> {issue.message} — {issue.action}
@@ -225,9 +229,9 @@ export function Quotes() {
           ))}
         </ul>
       )}
-      {file && file.errors.length > 0 && (
+      {fileOnly.length > 0 && (
         <ul className="issues">
-          {file.errors.map((issue) => (
+          {fileOnly.map((issue) => (
             <li key={issue.line}>
               line {issue.line}: <code>{issue.code}</code> {issue.message}
             </li>

@@ -3,7 +3,7 @@ import { useState } from "react";
 import { Link } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, call, type Schemas } from "../api/client";
-import { amountText, cacheSplitText, money } from "../format";
+import { amountText, cacheSplitText, money, spendAxis } from "../format";
 import { Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 
 const COLORS = ["#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#4e342e", "#546e7a"];
@@ -19,7 +19,8 @@ function stacked(period: Period, by: "model" | "provider") {
     for (const [key, spend] of parts) row[key] = Number(spend.amount);
     return row;
   });
-  return { keys, data };
+  const tallest = Math.max(0, ...data.map((row) => keys.reduce((sum, key) => sum + Number(row[key] ?? 0), 0)));
+  return { keys, data, axis: spendAxis(tallest) };
 }
 
 /** Of the input tokens, those read from / written to the vendors' prompt caches (when any). */
@@ -73,7 +74,7 @@ export function Usage() {
               <BarChart data={chart.data}>
                 <CartesianGrid strokeDasharray="3 3" />
                 <XAxis dataKey="date" />
-                <YAxis tickFormatter={(value) => amountText(String(value))} />
+                <YAxis ticks={chart.axis.ticks} domain={[0, chart.axis.top]} tickFormatter={chart.axis.label} />
                 <Tooltip cursor={{ fill: "rgba(0, 0, 0, 0.05)" }} formatter={(value) => `${amountText(String(value))} USD`} />
                 <Legend />
                 {chart.keys.map((key, index) => (
