@@ -213,6 +213,86 @@ def test_a_workflow_no_model_can_fulfil_is_a_preflight_failure_naming_each_model
     assert considered and not any(model["eligible"] for model in considered)
 
 
+def _contract_breaches(product: str) -> dict[str, list[str]]:
+    """Each catalog lane outside the product's contract: the rules it breaks (codes)."""
+    catalog = builtin_catalog()
+    wanted = next(p for p in catalog.workflow_products if p.slug == product)
+    breaches: dict[str, list[str]] = {}
+    for lane in catalog.lanes:
+        provider = catalog.provider(lane.provider)
+        assert provider is not None
+        policy = wanted.route_policy
+        codes = []
+        if lane.context_window < int(policy.get("min_context_window", 0)):
+            codes.append("context_window_exceeded")
+        tier = policy.get("privacy_tier", "standard")
+        zero = policy.get("routing_mode") == "privacy_constrained"
+        if tier not in provider.privacy_tiers or (zero and provider.data_retention_days > 0):
+            codes.append("privacy_tier_mismatch")
+        if codes:
+            breaches[lane.lane_id] = codes
+    return breaches
+
+
+@pytest.mark.parametrize(
+    ("product", "inputs", "routing"),
+    [
+        # privacy_constrained and confidential: the customer's own public_only narrows, never widens
+        ("pii-redaction", [{"text": "John Doe, john@example.com"}], {"routing_mode": "public_only"}),
+        ("pii-redaction", [{"text": "John Doe, john@example.com"}], {}),
+        # a 128k context window
+        ("document-summary", [{"document": {"text": "A short memo."}}], {}),
+    ],
+)
+def test_a_workflow_quote_routes_only_to_lanes_inside_the_products_contract(
+    client: TestClient, org: TestOrg, product: str, inputs: list[dict[str, Any]], routing: dict[str, str]
+) -> None:
+    # Given a product whose contract (route_policy) rules out some of its models' lanes
+    breaches = _contract_breaches(product)
+    assert breaches
+    # When it is quoted (with or without the customer's own routing constraints)
+    response = client.post(
+        "/v1/quotes/workflow",
+        json={"product": product, "inputs": inputs, **routing},
+        headers=org.key_headers(),
+    )
+    # Then no lane outside the contract is selected, and each one considered says which rule
+    # of the contract it breaks, in the routing gates' own codes
+    assert response.status_code in (200, 400), response.text
+    if response.status_code == 400:  # no lane inside both the contract and the request
+        assert response.json()["error"]["code"] == "batch_preflight_failed"
+        return
+    lanes = response.json()["quote_lanes"]
+    selected = [lane["lane_id"] for lane in lanes if lane["selected"]]
+    assert selected and not set(selected) & set(breaches), selected
+    outside = [lane for lane in lanes if lane["lane_id"] in breaches]
+    assert outside
+    for lane in outside:
+        assert set(lane["rejection"]["reasons"]) & set(breaches[lane["lane_id"]]), lane
+    assert any(f"The {product} workflow contract" in lane["rejection"]["message"] for lane in outside)
+
+
+def test_a_batch_from_a_workflow_quote_names_its_product(client: TestClient, org: TestOrg) -> None:
+    inputs = [{"text": "Jane Roe, +1 555 0100"}]
+    quote = client.post(
+        "/v1/quotes/workflow", json={"product": "pii-redaction", "inputs": inputs}, headers=org.key_headers()
+    )
+    assert quote.status_code == 200, quote.text
+    headers = {**org.key_headers(), "Idempotency-Key": "wf-product-0001"}
+    created = client.post("/v1/batches", json={"quote_id": quote.json()["quote_id"]}, headers=headers)
+    assert created.status_code == 202, created.text
+    batch_id = created.json()["batch"]["id"]
+    detailed = client.get(f"/v1/batches/{batch_id}?include_details=true", headers=org.key_headers())
+    assert detailed.json()["batch"]["details"]["workflow_product"] == "pii-redaction"
+    plain = client.post(
+        "/v1/batches", json={"items": [_item(0)]}, headers={**headers, "Idempotency-Key": "wf-plain-0002"}
+    )
+    assert plain.status_code == 202, plain.text
+    plain_id = plain.json()["batch"]["id"]
+    detailed = client.get(f"/v1/batches/{plain_id}?include_details=true", headers=org.key_headers())
+    assert detailed.json()["batch"]["details"]["workflow_product"] is None
+
+
 def test_workflow_quote_errors(client: TestClient, org: TestOrg) -> None:
     missing = client.post(
         "/v1/quotes/workflow",

@@ -12,7 +12,9 @@ import boto3
 from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.catalog import builtin_catalog
 from batchroute.config import get_settings
+from batchroute.domain.routing.lanes import contract_exclusions
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.batch_pipeline_support import LLAMA, item, run_workflow
 from tests.integration.principals import TestOrg
@@ -191,8 +193,18 @@ def test_a_retry_of_a_workflow_product_is_priced_as_the_product(
     assert getattr(records.get(source), "fee_kind", None) == "workflow"
     # When its failed input is retried
     retry = _retry(client, org, source)
-    # Then the retry pays the product's fee, as its source did (it was priced as a plain batch)
-    assert getattr(records.get(retry), "fee_kind", None) == "workflow"
+    # Then the retry pays the product's fee, as its source did (it was priced as a plain batch),
+    # and fulfils the same product's contract: no lane outside it is planned
+    retried = records.get(retry)
+    assert getattr(retried, "fee_kind", None) == "workflow"
+    assert getattr(retried, "workflow_product", None) == "ticket-classification"
+    catalog = builtin_catalog()
+    product = next(p for p in catalog.workflow_products if p.slug == "ticket-classification")
+    outside = contract_exclusions(catalog, product)
+    assert outside
+    plan = getattr(retried, "plan", None) or {}
+    planned = {lane["lane_id"] for group in plan["groups"] for lane in group["selected_lanes"]}
+    assert planned and not planned & set(outside), planned
     run_workflow(stack, retry)
     receipt = client.get(f"/v1/batches/{retry}/billing-receipt", headers=org.key_headers()).json()
     assert receipt["service_fee_basis"]["fee"] == "workflow_product_fee"

@@ -33,7 +33,8 @@ STORED: dict[str, Any] = {
     "reserved_micros": Decimal(1500),
     "overage_hold_ids": ["res_batch_1-overage-01-a-m"],
     "overage_held_micros": Decimal(700),
-    "fee_kind": "batch",
+    "fee_kind": "workflow",
+    "workflow_product": "ticket-classification",
     "fees": {
         "standard_batch_fee_pct": "5.90",
         "workflow_product_fee_pct": "11.80",

@@ -187,6 +187,10 @@ class BatchDetails(BaseModel):
         description="(beta) The work order this batch belongs to (docs/work-orders.md); null: none"
     )
     plan: BatchPlan
+    workflow_product: str | None = Field(
+        description="The workflow product whose contract the batch fulfils (a batch from a "
+        "workflow quote, or its retry; GET /v1/catalog/workflow-products/{slug}); null: none"
+    )
     workflow_steps: dict[str, str] = Field(description="When each workflow step ran")
     webhook: BatchWebhookState | None
     delivery: BucketDeliveryOut | None = Field(

@@ -263,6 +263,8 @@ class BatchRecord:
     overage_hold_ids: Sequence[str] | None = None
     overage_held_micros: int | None = None
     fee_kind: BatchFeeKind = "batch"
+    # the workflow product whose contract the batch fulfils (a workflow quote's, or its retry's)
+    workflow_product: str | None = None
     # the fee schedule its price was locked with (its quote's; an internal quote's at create),
     # which Settle charges with (PLAN item); None on a record written before it was kept
     fees: FeeSchedule | None = None
@@ -344,19 +346,12 @@ class BatchRecord:
     def from_mapping(cls, values: Mapping[str, Any]) -> BatchRecord:
         """The record of its stored values (numbers may be Decimals); other keys are ignored."""
         return cls(
+            **{name: _str(values.get(name)) for name in _TEXT_FIELDS},
             batch_id=str(values["batch_id"]),
             org_id=str(values["org_id"]),
             state=cast(BatchState, str(values["state"])),
             created_at=str(values["created_at"]),
             source=cast(BatchSource, str(values.get("source") or "native")),
-            deadline_at=_str(values.get("deadline_at")),
-            state_changed_at=_str(values.get("state_changed_at")),
-            completed_at=_str(values.get("completed_at")),
-            routing_mode=_str(values.get("routing_mode")),
-            sla_tier=_str(values.get("sla_tier")),
-            privacy_tier=_str(values.get("privacy_tier")),
-            quote_id=_str(values.get("quote_id")),
-            created_by=_str(values.get("created_by")),
             metadata=_strings(values.get("metadata")),
             webhook=_webhook(values.get("webhook")),
             rescue=_strings(values.get("rescue")),
@@ -366,41 +361,69 @@ class BatchRecord:
             plan=_plan(values.get("plan")),
             intake=_intake(values.get("intake")),
             routing_fields=stored_routing_fields(values.get("routing_fields")),
-            reservation_id=_str(values.get("reservation_id")),
             reserved_micros=int(values.get("reserved_micros") or 0),
             overage_hold_ids=_list(values.get("overage_hold_ids"), str),
             overage_held_micros=_int(values.get("overage_held_micros")),
             fee_kind=cast(BatchFeeKind, str(values.get("fee_kind") or "batch")),
             fees=FeeSchedule.from_mapping(values.get("fees")),
             counts=_ints(values.get("counts")),
-            execution_arn=_str(values.get("execution_arn")),
             workflow_steps=_strings(values.get("workflow_steps")) or {},
             execution_summary=_execution_summary(values.get("execution_summary")),
-            cancel_reason=_str(values.get("cancel_reason")),
-            retry_of=_str(values.get("retry_of")),
             work_order=_work_order(values.get("work_order")),
             presets=_list(values.get("presets"), str),
             artifacts=_artifacts(values.get("artifacts")),
             lane_tallies=_tallies(values.get("lane_tallies")),
-            finalizing_at=_str(values.get("finalizing_at")),
-            finalized_at=_str(values.get("finalized_at")),
             billing=_receipt(values.get("billing")),
-            settled_at=_str(values.get("settled_at")),
-            artifacts_reclaimed_at=_str(values.get("artifacts_reclaimed_at")),
             compat=_compat(values.get("compat")),
-            chat_model=_str(values.get("chat_model")),
-            chat_job_id=_str(values.get("chat_job_id")),
             stream=bool(values["stream"]) if values.get("stream") is not None else None,
             planned_lanes=_list(values.get("planned_lanes"), str),
-            lane_id=_str(values.get("lane_id")),
-            provider=_str(values.get("provider")),
             attempts=_attempts(values.get("attempts")),
             usage=_usage(values.get("usage")),
             usage_checkpoint=_checkpoint(values.get("usage_checkpoint")),
-            checkpoint_at=_str(values.get("checkpoint_at")),
-            schedule_id=_str(values.get("schedule_id")),
             schedule_version=_int(values.get("schedule_version")),
         )
+
+
+def item_counts(
+    total: int, *, pending: int = 0, running: int = 0, completed: int = 0, failed: int = 0, canceled: int = 0
+) -> dict[str, int]:
+    """A batch's `counts`: its items in each state, every state named (none left out)."""
+    return {
+        "total": total,
+        "pending": pending,
+        "running": running,
+        "completed": completed,
+        "failed": failed,
+        "canceled": canceled,
+    }
+
+
+# The fields stored as plain text or absent (None), read back as they are.
+_TEXT_FIELDS: Final[tuple[str, ...]] = (
+    "deadline_at",
+    "state_changed_at",
+    "completed_at",
+    "routing_mode",
+    "sla_tier",
+    "privacy_tier",
+    "quote_id",
+    "created_by",
+    "reservation_id",
+    "workflow_product",
+    "execution_arn",
+    "cancel_reason",
+    "retry_of",
+    "finalizing_at",
+    "finalized_at",
+    "settled_at",
+    "artifacts_reclaimed_at",
+    "chat_model",
+    "chat_job_id",
+    "lane_id",
+    "provider",
+    "checkpoint_at",
+    "schedule_id",
+)
 
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from batchroute.domain.batches.record import BatchRecord, ExecutionSummaryItem
+from batchroute.domain.batches.record import BatchRecord, ExecutionSummaryItem, item_counts
 from batchroute.domain.billing.rate_limits import CallerGate, WindowCounts
 from batchroute.domain.billing.settlement import DirectReceipt
 from batchroute.domain.billing.usage import UsageCharge
@@ -128,14 +128,7 @@ class ChatOutcome:
             "state_changed_at": self.at,
             "completed_at": self.at,
             "settled_at": self.at,
-            "counts": {
-                "total": 1,
-                "pending": 0,
-                "running": 0,
-                "completed": int(self.completed),
-                "failed": int(not self.completed),
-                "canceled": 0,
-            },
+            "counts": item_counts(1, completed=int(self.completed), failed=int(not self.completed)),
         }
         if self.lanes is not None:
             changes["provider"] = self.lanes.provider

@@ -137,10 +137,10 @@ class RouteRequest:
     required_tools: frozenset[str] = frozenset()  # merged with each item's own
     regions: tuple[str, ...] = ()  # empty = anywhere; else a provider region must be one of them
     max_price: MaxPrice | None = None
-    # Lanes a schedule's golden-set regression run failed (docs/schedules.md): lane id ->
-    # the failure its receipt shows. Set by the service for a schedule's batches, never
-    # read from a body.
-    excluded_lanes: Mapping[str, GateFailure] = field(default_factory=dict)
+    # Lanes the service rules out: those a schedule's golden-set regression run failed
+    # (docs/schedules.md), those outside a workflow product's contract (docs/catalog.md).
+    # Set by the service, never read from a body.
+    excluded_lanes: Exclusions = field(default_factory=dict)
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> RouteRequest:
@@ -210,6 +210,10 @@ class GateFailure:
     details: dict[str, GateDetail] = field(default_factory=dict)
 
 
+# Lanes the service rules out for a request: lane id -> the failures its receipt shows.
+Exclusions = Mapping[str, tuple[GateFailure, ...]]
+
+
 @dataclass(frozen=True)
 class LaneDemand:
     """The model group as one lane sees it: its output capped by the lane, its cost there."""
@@ -277,9 +281,7 @@ def lane_gate_failures(
         )
     )
     failures.extend(_price_failures(lane, group, demand, request.max_price))
-    excluded = request.excluded_lanes.get(lane.lane_id)
-    if excluded is not None:
-        failures.append(excluded)
+    failures.extend(request.excluded_lanes.get(lane.lane_id, ()))
     return failures
 
 

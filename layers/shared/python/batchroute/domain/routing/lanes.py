@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Final, Literal
 
-from batchroute.domain.catalog.catalog import Lane, LaneLive, Provider, WorkflowProduct
-from batchroute.domain.routing.gates import RoutingGuards
+from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider, WorkflowProduct
+from batchroute.domain.routing.gates import Exclusions, GateDetail, GateFailure, RoutingGuards
 
 LaneStatus = Literal[
     "available",
@@ -90,18 +90,104 @@ def fits_routing_mode(provider: Provider, routing_mode: str) -> bool:
 def lane_serves_product(lane: Lane, provider: Provider, product: WorkflowProduct) -> bool:
     """Whether the lane meets the product's contract: operation, route policy capabilities,
     context window, privacy tier and routing mode (not live state)."""
-    policy = product.route_policy
-    required = _strings(policy.get("required_capabilities", ()))
-    min_context = policy.get("min_context_window", 0)
-    privacy_tier = policy.get("privacy_tier", "standard")
-    return (
-        product.operation in lane.operations
-        and required <= set(lane.runtime_capabilities)
-        and isinstance(min_context, int)
-        and lane.context_window >= min_context
-        and privacy_tier in provider.privacy_tiers
-        and fits_routing_mode(provider, str(policy.get("routing_mode", "cheapest")))
+    return not contract_failures(lane, provider, product)
+
+
+def contract_exclusions(catalog: Catalog, product: WorkflowProduct) -> Exclusions:
+    """The catalog's lanes outside a workflow product's contract, each with every rule it
+    breaks: what a workflow quote (and a retry of its batch) routes around."""
+    excluded: dict[str, tuple[GateFailure, ...]] = {}
+    for lane in catalog.lanes:
+        provider = catalog.provider(lane.provider)
+        failures = contract_failures(lane, provider, product) if provider is not None else []
+        if failures:
+            excluded[lane.lane_id] = tuple(failures)
+    return excluded
+
+
+def contract_failures(lane: Lane, provider: Provider, product: WorkflowProduct) -> list[GateFailure]:
+    """What keeps the lane from a workflow product's contract (its `route_policy`), each as the
+    routing gate of the same rule would say it (docs/routing.md, "Gates and rejection codes"),
+    its message naming the contract: a workflow quote excludes the lane with them."""
+    found = (rule(lane, provider, product) for rule in _CONTRACT_RULES)
+    return [failure for failure in found if failure is not None]
+
+
+def _operation_rule(lane: Lane, _provider: Provider, product: WorkflowProduct) -> GateFailure | None:
+    if product.operation in lane.operations:
+        return None
+    return GateFailure(
+        "operation_not_supported",
+        f"{_contract(product)} runs {product.operation}; this lane does not.",
+        {"required": [product.operation], "offered": list(lane.operations)},
     )
+
+
+def _capability_rule(lane: Lane, _provider: Provider, product: WorkflowProduct) -> GateFailure | None:
+    required = _strings(product.route_policy.get("required_capabilities", ()))
+    missing = sorted(required - set(lane.runtime_capabilities))
+    if not missing:
+        return None
+    return GateFailure(
+        "capability_missing",
+        f"{_contract(product)} needs {', '.join(missing)}; this lane lacks it.",
+        {"required": sorted(required), "offered": list(lane.runtime_capabilities), "missing": missing},
+    )
+
+
+def _context_rule(lane: Lane, _provider: Provider, product: WorkflowProduct) -> GateFailure | None:
+    needed = product.route_policy.get("min_context_window", 0)
+    window = needed if isinstance(needed, int) else 0
+    if lane.context_window >= window:
+        return None
+    return GateFailure(
+        "context_window_exceeded",
+        f"{_contract(product)} needs a context window of {window:,} tokens; this lane's is "
+        f"{lane.context_window:,}.",
+        {"needed_tokens": window, "context_window": lane.context_window},
+    )
+
+
+def _privacy_rule(_lane: Lane, provider: Provider, product: WorkflowProduct) -> GateFailure | None:
+    tier = str(product.route_policy.get("privacy_tier", "standard"))
+    zero_retention = product.route_policy.get("routing_mode") == PRIVACY_CONSTRAINED
+    if zero_retention and tier == "standard":  # privacy_constrained: confidential at the least
+        tier = "confidential"
+    details: dict[str, GateDetail] = {
+        "requested": tier,
+        "offered": list(provider.privacy_tiers),
+        "data_retention_days": provider.data_retention_days,
+        "zero_data_retention_required": zero_retention,
+    }
+    if tier not in provider.privacy_tiers:
+        message = f"{_contract(product)} needs the {tier} privacy tier; the provider does not declare it."
+    elif zero_retention and provider.data_retention_days > 0:
+        message = (
+            f"{_contract(product)} needs zero data retention; the provider keeps data up to "
+            f"{provider.data_retention_days} days."
+        )
+    else:
+        return None
+    return GateFailure("privacy_tier_mismatch", message, details)
+
+
+def _mode_rule(_lane: Lane, provider: Provider, product: WorkflowProduct) -> GateFailure | None:
+    mode = str(product.route_policy.get("routing_mode", "cheapest"))
+    if mode not in (EDGE_ONLY, PUBLIC_ONLY) or fits_routing_mode(provider, mode):
+        return None
+    return GateFailure(
+        "routing_mode_excluded",
+        f"{_contract(product)} routes {mode}; this lane is {provider.kind}.",
+        {"routing_mode": mode, "provider_kind": provider.kind},
+    )
+
+
+def _contract(product: WorkflowProduct) -> str:
+    return f"The {product.slug} workflow contract"
+
+
+# The contract's rules, in the routing gates' order (domain/routing/gates.py).
+_CONTRACT_RULES: Final = (_mode_rule, _operation_rule, _privacy_rule, _capability_rule, _context_rule)
 
 
 def _strings(values: object) -> set[str]:

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.request_fields import invalid
-from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingFields
+from batchroute.domain.routing.gates import Exclusions, RouteRequest, RoutingFields
 from batchroute.domain.routing.rescue import RescueSetting
 from batchroute.domain.work_orders.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
@@ -89,8 +89,9 @@ class Routing:
             fields["max_price"] = request.max_price.to_api() if request.max_price is not None else None
         return fields
 
-    def excluding(self, excluded_lanes: Mapping[str, GateFailure] | None) -> RouteRequest:
-        """The route request, with a schedule's regression exclusions (docs/schedules.md)."""
+    def excluding(self, excluded_lanes: Exclusions | None) -> RouteRequest:
+        """The route request, with the lanes the service rules out (a schedule's regression
+        exclusions, docs/schedules.md; a workflow product's contract, docs/catalog.md)."""
         if not excluded_lanes:
             return self.request
         return replace(self.request, excluded_lanes=dict(excluded_lanes))

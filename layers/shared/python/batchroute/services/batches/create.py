@@ -39,6 +39,7 @@ from batchroute.domain.batches.record import (
     IdempotencyRecord,
     SurfaceFields,
     WorkOrderRef,
+    item_counts,
 )
 from batchroute.domain.batches.states import is_terminal
 from batchroute.domain.billing.controls import BillingControls
@@ -54,7 +55,7 @@ from batchroute.domain.delivery.webhook_targets import (
 )
 from batchroute.domain.request_fields import IDEMPOTENCY_KEY_LENGTH, invalid
 from batchroute.domain.routing.engine import RoutePlanView
-from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingFields, RoutingMode
+from batchroute.domain.routing.gates import Exclusions, RouteRequest, RoutingFields, RoutingMode
 from batchroute.domain.work_orders.work_orders import WorkOrder
 from batchroute.errors import Conflict, Gone, InvalidRequest, Unavailable
 from batchroute.ids import new_id
@@ -101,11 +102,14 @@ class Surface:
     batch_id: str | None = None
     fields: SurfaceFields | None = None
     transact_items: tuple[TransactItem, ...] = ()
-    # Lanes a schedule's regression run excluded (docs/schedules.md): the route rejects them
-    # with `regression_failed`.
-    excluded_lanes: Mapping[str, GateFailure] | None = None
+    # Lanes the service rules out: a schedule's regression run's (docs/schedules.md, rejected
+    # `regression_failed`), those outside a workflow product's contract.
+    excluded_lanes: Exclusions | None = None
     # The fee a batch priced without a quote pays: a workflow product's retry is the product's.
     fee_kind: FeeKind = "batch"
+    # The workflow product a retry of a workflow batch fulfils again (its lanes outside the
+    # product's contract are in `excluded_lanes`).
+    workflow_product: str | None = None
 
 
 NATIVE = Surface()
@@ -282,18 +286,12 @@ class BatchService:
             chunk_models=priced.chunk_models,
             intake=priced.intake,
             routing_fields=_batch_routing(command, priced),
-            counts={
-                "total": count,
-                "pending": count,
-                "running": 0,
-                "completed": 0,
-                "failed": 0,
-                "canceled": 0,
-            },
+            counts=item_counts(count, pending=count),
             plan=priced.plan,
             reservation_id=f"res_{batch_id}",
             reserved_micros=priced.total.micros,
             fee_kind=priced.fee_kind,
+            workflow_product=priced.workflow_product or surface.workflow_product,
             fees=priced.fees or self.quotes.catalog.fees,
             execution_summary=ExecutionSummary(latest_error=None),
             workflow_steps={},
@@ -553,9 +551,16 @@ class BatchService:
         items = [row["item"] for row in self._input_rows(source) if int(row["seq"]) in failed]
         body = retry_body(source, items)
         key = f"retry-{batch_id}-{request_hash(body)[:32]}"
-        # A workflow product's items are retried as the product (its fee), any other as a batch.
+        # A workflow product's items are retried as the product (its fee, inside its contract),
+        # any other as a batch.
         fee_kind: FeeKind = "workflow" if source.fee_kind == "workflow" else "batch"
-        answer = self.create(principal, CreateBatch.parse(body), key, Surface(fee_kind=fee_kind))
+        product = source.workflow_product
+        surface = Surface(
+            fee_kind=fee_kind,
+            workflow_product=product,
+            excluded_lanes=self.quotes.contract_exclusions(product) if product else None,
+        )
+        answer = self.create(principal, CreateBatch.parse(body), key, surface)
         created: BatchSummaryView = json.loads(answer.body)["batch"]  # as create answered it
         self.records.update(created["id"], {"retry_of": batch_id})
         return {"batch": created, "source_batch_id": batch_id, "retry_item_count": len(items)}
@@ -637,6 +642,7 @@ class _Priced:
     intake: BatchIntake | None = None
     presets: tuple[str, ...] = ()
     quoted_routing: RoutingFields | None = None  # the quote's routing fields (None: no quote)
+    workflow_product: str | None = None  # a workflow quote's product
     fees: FeeSchedule | None = None  # the quote's fee schedule (None: the catalog's now)
 
     @classmethod
@@ -659,6 +665,7 @@ class _Priced:
             snapshot.item_count,
             quoted_routing=routing,
             fees=snapshot.fees,
+            workflow_product=snapshot.workflow.get("workflow_product"),
         )
 
     @classmethod

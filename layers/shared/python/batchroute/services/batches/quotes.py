@@ -37,7 +37,8 @@ from batchroute.domain.routing.engine import (
     SelectedLaneView,
     route,
 )
-from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingFields, RoutingGuards
+from batchroute.domain.routing.gates import Exclusions, RouteRequest, RoutingFields, RoutingGuards
+from batchroute.domain.routing.lanes import contract_exclusions
 from batchroute.domain.routing.policy import (
     Narrowing,
     NarrowingView,
@@ -283,7 +284,7 @@ class QuoteService:
         quote: QuoteRequest,
         *,
         on_item: OnItem | None = None,
-        excluded_lanes: Mapping[str, GateFailure] | None = None,
+        excluded_lanes: Exclusions | None = None,
         fee_kind: FeeKind = "batch",
     ) -> tuple[QuotedItems, PlannedQuote]:
         """The one pass of a quote and of a batch priced without one: the items (inline, or
@@ -311,13 +312,13 @@ class QuoteService:
         fee_kind: FeeKind = "batch",
         on_item: OnItem | None = None,
         org_id: str | None = None,
-        excluded_lanes: Mapping[str, GateFailure] | None = None,
+        excluded_lanes: Exclusions | None = None,
         profile: ItemProfile | None = None,
     ) -> PlannedQuote:
         """Preflight every item, route every model group, price the plan; raises the 400
         `batch_preflight_failed` with every issue found. With `org_id`, the org's route
         policy applies (combined with the request's constraints, and as the `policy` gate);
-        `excluded_lanes` are a schedule's regression exclusions (docs/schedules.md).
+        `excluded_lanes`: lanes the service rules out (regression, a workflow's contract).
         `profile` (`file_profile`): the input file's item profile, which stands in for reading
         `items` when every item would pass its lane checks (`Preflight.from_profile`)."""
         policy = self.policies.current(org_id) if self.policies is not None and org_id else None
@@ -382,7 +383,9 @@ class QuoteService:
         product = self._product(command.product)
         check_workflow_inputs(product, command.inputs)
         quote_id = new_id("qlock", self.clock.now())
-        best, considered = self._cheapest_model(principal, product, command)
+        best, considered = self._cheapest_model(
+            principal, product, command, self.contract_exclusions(product.slug)
+        )
         if best is None:
             raise _no_model_fits(product, considered)
         planned, model_id, lines = best
@@ -399,12 +402,17 @@ class QuoteService:
         )
 
     def _cheapest_model(
-        self, principal: Principal, product: WorkflowProduct, command: QuoteWorkflow
+        self,
+        principal: Principal,
+        product: WorkflowProduct,
+        command: QuoteWorkflow,
+        outside: Exclusions,
     ) -> tuple[tuple[PlannedQuote, str, list[bytes]] | None, list[ModelConsidered]]:
-        """Each model able to serve the product, planned; the cheapest eligible one."""
+        """Each model with a lane inside the product's contract, planned with the lanes
+        `outside` it excluded (each with the rule it breaks); the cheapest eligible one."""
         best: tuple[PlannedQuote, str, list[bytes]] | None = None
         considered: list[ModelConsidered] = []
-        for model_id in self._models_for(product):
+        for model_id in self._models_for(product, outside):
             lines: list[bytes] = []
             items = tuple(workflow_item(product, model_id, i, raw) for i, raw in enumerate(command.inputs))
             try:
@@ -414,6 +422,7 @@ class QuoteService:
                     fee_kind="workflow",
                     on_item=_collector(lines),
                     org_id=principal.org_id,
+                    excluded_lanes=outside,
                 )
             except PolicyConflict:
                 raise
@@ -590,13 +599,14 @@ class QuoteService:
             raise NotFound("No such workflow product.", code="workflow_product_not_found")
         return product
 
-    def _models_for(self, product: WorkflowProduct) -> list[str]:
-        needed = set(product.route_policy.get("required_capabilities", []) or [])
-        return [
-            model.id
-            for model in self.catalog.models
-            if product.operation in model.operations and needed <= set(model.runtime_capabilities)
-        ]
+    def contract_exclusions(self, slug: str) -> Exclusions:
+        """The lanes outside workflow product `slug`'s contract, each with the rule it breaks."""
+        return contract_exclusions(self.catalog, self._product(slug))
+
+    def _models_for(self, product: WorkflowProduct, outside: Exclusions) -> list[str]:
+        """The models with a lane inside the product's contract (not `outside` it)."""
+        inside = {lane.model for lane in self.catalog.lanes if lane.lane_id not in outside}
+        return [model.id for model in self.catalog.models if model.id in inside]
 
 
 def _no_model_fits(product: WorkflowProduct, considered: list[ModelConsidered]) -> PreflightFailed:

@@ -116,6 +116,7 @@ class BatchDetailsView(TypedDict):
     chunk_count: int
     work_order: WorkOrderRefItem | None
     plan: PlanView
+    workflow_product: str | None
     workflow_steps: dict[str, str]
     webhook: WebhookView | None
     delivery: DeliveryView | None  # the bucket delivery's view (services/delivery/buckets.py)
@@ -238,6 +239,7 @@ def batch_details(batch: BatchRecord, *, delivery: DeliveryView | None = None) -
             "fee_kind": batch.fee_kind,
             "reserved": Money(batch.reserved_micros).to_api(),
         },
+        "workflow_product": batch.workflow_product,
         "workflow_steps": dict(batch.workflow_steps),
         "webhook": {"url": webhook.url, "configured": True} if webhook is not None and webhook.url else None,
         "delivery": delivery,

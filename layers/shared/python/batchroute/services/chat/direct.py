@@ -25,7 +25,7 @@ from typing import cast
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
-from batchroute.domain.batches.record import BatchRecord, ExecutionSummary, UsageCheckpoint
+from batchroute.domain.batches.record import BatchRecord, ExecutionSummary, UsageCheckpoint, item_counts
 from batchroute.domain.billing.ledger import SettlementResult, period_keys
 from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.settlement import DirectReceipt, direct_totals
@@ -609,7 +609,7 @@ class DirectChat:
             privacy_tier=request.privacy_tier,
             item_count=1,
             chunk_count=0,
-            counts={"total": 1, "pending": 0, "running": 1, "completed": 0, "failed": 0, "canceled": 0},
+            counts=item_counts(1, running=1),
             reservation_id=hold_id,
             reserved_micros=amount.micros,
             fee_kind="direct",

@@ -25,7 +25,7 @@ from batchroute.domain.batches.record import SurfaceFields
 from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.delivery.webhook_targets import webhook_target_problems
 from batchroute.domain.presets.golden_sets import RegressionRunView
-from batchroute.domain.routing.gates import GateFailure
+from batchroute.domain.routing.gates import Exclusions, GateFailure
 from batchroute.domain.schedules.eventbridge import eventbridge_expression
 from batchroute.domain.schedules.schedules import (
     BatchOptions,
@@ -481,20 +481,22 @@ def _named_fire(schedule: Schedule, fire_at: datetime) -> str:
     return at
 
 
-def _exclusions(schedule: Schedule) -> dict[str, GateFailure]:
+def _exclusions(schedule: Schedule) -> Exclusions:
     return {
-        lane_id: GateFailure(
-            "regression_failed",
-            f"The schedule's golden set scored the lane {details['score']} "
-            f"(threshold {details['threshold']}).",
-            {
-                "schedule_id": schedule.schedule_id,
-                "score": details["score"],
-                "threshold": details["threshold"],
-                "version": details["version"],
-                "regression_id": details["regression_id"],
-                "at": details["at"],
-            },
+        lane_id: (
+            GateFailure(
+                "regression_failed",
+                f"The schedule's golden set scored the lane {details['score']} "
+                f"(threshold {details['threshold']}).",
+                {
+                    "schedule_id": schedule.schedule_id,
+                    "score": details["score"],
+                    "threshold": details["threshold"],
+                    "version": details["version"],
+                    "regression_id": details["regression_id"],
+                    "at": details["at"],
+                },
+            ),
         )
         for lane_id, details in (schedule.exclusions or {}).items()
     }

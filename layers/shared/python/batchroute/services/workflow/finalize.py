@@ -41,7 +41,7 @@ from batchroute.domain.batches.artifact_keys import (
     results_index_key,
     results_key,
 )
-from batchroute.domain.batches.record import ArtifactKeys, BatchChanges, BatchRecord
+from batchroute.domain.batches.record import ArtifactKeys, BatchChanges, BatchRecord, item_counts
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
@@ -82,14 +82,12 @@ def final_counts(batch: BatchRecord, tally: MergeTally) -> dict[str, int]:
 
 def counts_of(tally: MergeTally, *, unrun_canceled: bool) -> dict[str, int]:
     """The final counts from the rows; items that never ran count as canceled or failed."""
-    return {
-        "total": tally.rows,
-        "pending": 0,
-        "running": 0,
-        "completed": tally.completed,
-        "failed": tally.failed + (0 if unrun_canceled else tally.missing),
-        "canceled": tally.missing if unrun_canceled else 0,
-    }
+    return item_counts(
+        tally.rows,
+        completed=tally.completed,
+        failed=tally.failed + (0 if unrun_canceled else tally.missing),
+        canceled=tally.missing if unrun_canceled else 0,
+    )
 
 
 def _tagged(lines: Iterable[ResultLine], lane_key: str) -> Iterator[ResultLine]:
