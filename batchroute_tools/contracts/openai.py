@@ -27,6 +27,10 @@ batch of 100,000 items, bench/RESULTS.md); only a body it refuses goes through t
 (`detailed_violations`) for its errors. Both read the same schemas under the same draft, and
 tests/unit/test_openai_contract_quick.py holds them to the same answer over generated bodies.
 
+A body the schemas accept is then held to the API's rules the document says only in prose
+(`openai_rules.py`: JSON mode's "json" word, Structured Outputs' strict subset, function
+names, tool answers, `tool_choice`, `top_logprobs`, empty embedding inputs).
+
 `request_violations(operation, body)` is [] for a valid body, else one "path: reason" per
 violation; `violations` gives the same as (param, reason) pairs, `param` in OpenAI's
 spelling (`tools[0].type`), for the emulator's 400. `outgoing(request, endpoint, ...)` is
@@ -41,13 +45,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
 from batchroute.providers.base import ProviderRequest
 from batchroute.providers.endpoints import ProviderEndpoint
+from batchroute_tools.contracts.openai_rules import Violation as Violation
+from batchroute_tools.contracts.openai_rules import rule_violations
 
 SCHEMAS_FILE: Final = Path(__file__).with_name("openai_schemas.json")
 ROOTS: Final = (
@@ -79,18 +84,6 @@ _NAMING: Final = frozenset({"unevaluatedProperties", "additionalProperties", "re
 _NAMED_KEY: Final = re.compile(r"'([^']*)'")
 _DROPPED_KEYWORDS: Final = frozenset({"description", "example", "examples", "externalDocs"})
 _URN: Final = "urn:openai-openapi"
-
-
-@dataclass(frozen=True)
-class Violation:
-    param: str  # where, as OpenAI writes it: `messages[0].content`; "" for the body itself
-    reason: str
-    # What kind of violation, as OpenAI's error `code` says it: unknown_parameter,
-    # missing_required_parameter, invalid_type or invalid_value.
-    code: str = "invalid_value"
-
-    def __str__(self) -> str:
-        return f"{self.param or '(body)'}: {self.reason}"
 
 
 # -- the compact schemas --------------------------------------------------------------------
@@ -272,15 +265,16 @@ def violations(operation: str, body: Any) -> list[Violation]:
     if operation == "batch_line":
         return _line_violations(body)
     if _quick(operation).is_valid(body):
-        return []
+        return rule_violations(operation, body)  # what the schemas accept and the API refuses
     return detailed_violations(operation, body)
 
 
 def detailed_violations(operation: str, body: Any) -> list[Violation]:
-    """`violations` by the jsonschema pass alone, without the quick check in front of it."""
+    """`violations` by the jsonschema pass, without the quick check in front of it (the API's
+    rules beyond the schemas, `openai_rules.py`, for a body the schemas accept)."""
     errors = list(_validator(operation).iter_errors(body))
     found = [_violation(e) for e in errors if not _shadowed(e, errors)]
-    return sorted(found, key=lambda v: v.param)
+    return sorted(found, key=lambda v: v.param) or rule_violations(operation, body)
 
 
 def request_violations(operation: str, body: Any) -> list[str]:

@@ -67,12 +67,14 @@ reads it line by line when it runs, writing its output and error lines to files 
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -207,6 +209,39 @@ def invalid_body(found: Violation) -> dict[str, Any]:
 
 def invalid_reply(found: Violation) -> Reply:
     return Reply.json(400, invalid_body(found))
+
+
+UNPARSED_BODY: Final = (
+    "We could not parse the JSON body of your request. (HINT: This likely means you aren't using "
+    "your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not "
+    "valid JSON.)"
+)
+
+
+def parsed_body(request: Request) -> Any | Reply:
+    """The request's JSON body, or OpenAI's 400 for one that is not JSON (never a 500)."""
+    try:
+        return request.json()
+    except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
+        return error_reply(400, UNPARSED_BODY, kind="invalid_request_error")
+
+
+def _base64_floats(vector: Sequence[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+def _expired_row(custom_id: object) -> bytes:
+    """The error file's row of a request the job did not run before its window ended."""
+    row = {
+        "id": f"batch_req_{uuid.uuid4().hex[:24]}",
+        "custom_id": custom_id,
+        "response": None,
+        "error": {
+            "code": "batch_expired",
+            "message": "This request could not be executed before the completion window expired.",
+        },
+    }
+    return (json.dumps(row) + "\n").encode()
 
 
 def fault_reply(fault: Fault) -> Reply | None:
@@ -384,7 +419,9 @@ class OpenAIEmulator:
         """The request's body, work and fault; or the answer that ends it now: OpenAI's 400
         for a body its contract refuses, its refusal of the model, a silent host, or a fault
         answered at once."""
-        body = request.json()
+        body = parsed_body(request)
+        if isinstance(body, Reply):
+            return body
         refused = violations(operation, body)
         if refused:
             return invalid_reply(refused[0])
@@ -520,7 +557,9 @@ class OpenAIEmulator:
         yield 0.0, sse(None, "[DONE]")
 
     def embeddings(self, request: Request) -> Reply:
-        body = request.json()
+        body = parsed_body(request)
+        if isinstance(body, Reply):
+            return body
         refused = violations("embeddings", body)
         if refused:
             return invalid_reply(refused[0])
@@ -532,14 +571,21 @@ class OpenAIEmulator:
         if fault is not None and (refusal := fault_reply(fault)) is not None:
             return refusal
         self.behaviour.think()
-        return Reply.json(200, self.embedding_list(work, self.behaviour.answer(work)))
+        answer = self.behaviour.answer(work)
+        return Reply.json(200, self.embedding_list(work, answer, body.get("encoding_format")))
 
     @staticmethod
-    def embedding_list(work: Work, answer: Answer) -> dict[str, Any]:
+    def embedding_list(work: Work, answer: Answer, encoding: object = None) -> dict[str, Any]:
+        """An embeddings answer; `encoding_format` base64: each vector as the base64 of its
+        little-endian float32 values, as OpenAI sends it (the SDK decodes it so)."""
         return {
             "object": "list",
             "data": [
-                {"object": "embedding", "index": i, "embedding": list(v)}
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": _base64_floats(v) if encoding == "base64" else list(v),
+                }
                 for i, v in enumerate(answer.vectors)
             ],
             "model": work.model,
@@ -594,7 +640,9 @@ class OpenAIEmulator:
 
     # -- batches ------------------------------------------------------------------------
     def create_batch(self, request: Request) -> Reply:
-        body = request.json()
+        body = parsed_body(request)
+        if isinstance(body, Reply):
+            return body
         refused = violations("batches.create", body)
         if refused:
             return invalid_reply(refused[0])
@@ -747,10 +795,11 @@ class OpenAIEmulator:
                 for line in Spool.lines(job.input_path):
                     if not line.strip():
                         continue
-                    row = self._run_line(json.loads(line))
-                    if row is None:
+                    request = json.loads(line)
+                    row = self._run_line(request)
+                    if row is None:  # not run before the window ended: an error row says so
                         expired = True
-                        continue
+                        row = "error", _expired_row(request.get("custom_id"))
                     out[row[0]].write(row[1])
                     counts[row[0]] += 1
             job.counts = {"total": total, "completed": counts["ok"], "failed": counts["error"]}
@@ -792,21 +841,23 @@ class OpenAIEmulator:
         if fault is not None and fault.kind == "malformed":
             return "ok", b'{"id": "broken", "custom_id": ' + json.dumps(custom_id).encode() + b', "respon\n'
         if fault is not None and fault.kind in ("fail", "transient", "rate_limited", "overloaded", "down"):
-            status = {"fail": 400, "rate_limited": 429}.get(fault.kind, 500)
-            error = {
-                "message": fault.message,
-                "type": "invalid_request_error" if status == 400 else "server_error",
-            }
+            # the answer the same request gets alone (a dropped connection: OpenAI's 500)
+            alone = fault_reply(fault)
+            status, error = (
+                (alone.status, json.loads(alone.body))
+                if alone is not None and alone.body
+                else (500, error_body(fault.message, kind="server_error", code="server_error"))
+            )
             row = {
                 "id": f"batch_req_{uuid.uuid4().hex[:24]}",
                 "custom_id": custom_id,
-                "response": {"status_code": status, "request_id": request_id, "body": {"error": error}},
+                "response": {"status_code": status, "request_id": request_id, "body": error},
                 "error": None,
             }
             return "error", (json.dumps(row) + "\n").encode()
         answer = self.answer(work)
         if work.operation == "embeddings":
-            result = self.embedding_list(work, answer)
+            result = self.embedding_list(work, answer, body.get("encoding_format"))
         elif str(line.get("url")) == RESPONSES_URL:
             result = openai_responses.response_object(
                 body, work, answer, ident=answer.ident, created=int(self.clock())

@@ -233,6 +233,12 @@ def test_errors_are_the_sdks_typed_errors(sdk: openai.OpenAI) -> None:
 # -- (b) what OpenAI refuses, the emulator refuses as OpenAI does ----------------------------------
 CHAT_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 WEB_SEARCH = {"type": "web_search"}
+LOOSE = {
+    "type": "object",
+    "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+    "required": ["a"],
+    "additionalProperties": False,
+}
 BAD_CHAT_BODIES = [
     pytest.param({"tools": [{"type": "web_search"}]}, "tools[0].type", id="hosted-tool-to-chat"),
     pytest.param(
@@ -246,6 +252,42 @@ BAD_CHAT_BODIES = [
         id="responses-style-tool-choice",
     ),
     pytest.param({"stop": ["1", "2", "3", "4", "5"]}, "stop", id="five-stop-sequences"),
+    # what the document says only in prose (batchroute_tools/contracts/openai_rules.py)
+    pytest.param({"response_format": {"type": "json_object"}}, "messages", id="json-mode-without-json"),
+    pytest.param(
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "x", "strict": True, "schema": {"type": "object", "properties": {}}},
+            }
+        },
+        "response_format",
+        id="strict-schema-without-additional-properties-false",
+    ),
+    pytest.param(
+        {"tools": [{"type": "function", "function": {"name": "f", "strict": True, "parameters": LOOSE}}]},
+        "tools[0].function",
+        id="strict-function-missing-required",
+    ),
+    pytest.param(
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "tool", "tool_call_id": "c1", "content": "x"},
+            ]
+        },
+        "messages.[1].role",
+        id="tool-answer-without-call",
+    ),
+    pytest.param(
+        {"tools": [CHAT_TOOL], "tool_choice": {"type": "function", "function": {"name": "g"}}},
+        "tool_choice",
+        id="tool-choice-undeclared",
+    ),
+    pytest.param(
+        {"tools": [{"type": "function", "function": {"name": "a b"}}]}, "tools[0].function.name", id="name"
+    ),
+    pytest.param({"top_logprobs": 2}, "top_logprobs", id="top-logprobs-without-logprobs"),
 ]
 
 
@@ -267,14 +309,11 @@ def test_a_body_openai_refuses_gets_openais_400_naming_the_param(
     )
 
 
-@pytest.mark.parametrize(("extra", "param"), BAD_CHAT_BODIES)
-def test_the_same_bodies_in_a_batch_line_get_the_400_in_the_error_file(
-    sdk: openai.OpenAI, extra: dict[str, Any], param: str
-) -> None:
-    good = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+def _chat_batch(sdk: openai.OpenAI, bodies: dict[str, dict[str, Any]]) -> Batch:
+    """A Chat Completions batch of one line per body (by custom_id), run to its end."""
     lines = [
-        {"custom_id": "good", "method": "POST", "url": "/v1/chat/completions", "body": good},
-        {"custom_id": "bad", "method": "POST", "url": "/v1/chat/completions", "body": {**good, **extra}},
+        {"custom_id": name, "method": "POST", "url": "/v1/chat/completions", "body": body}
+        for name, body in bodies.items()
     ]
     file = sdk.files.create(
         file=("in.jsonl", b"".join(json.dumps(x).encode() + b"\n" for x in lines)), purpose="batch"
@@ -283,7 +322,15 @@ def test_the_same_bodies_in_a_batch_line_get_the_400_in_the_error_file(
         input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
     )
     time.sleep(0.35)
-    done = sdk.batches.retrieve(batch.id)
+    return sdk.batches.retrieve(batch.id)
+
+
+@pytest.mark.parametrize(("extra", "param"), BAD_CHAT_BODIES)
+def test_the_same_bodies_in_a_batch_line_get_the_400_in_the_error_file(
+    sdk: openai.OpenAI, extra: dict[str, Any], param: str
+) -> None:
+    good = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    done = _chat_batch(sdk, {"good": good, "bad": {**good, **extra}})
     assert done.status == "completed" and done.request_counts is not None
     assert (done.request_counts.completed, done.request_counts.failed) == (1, 1) and done.error_file_id
     row = json.loads(sdk.files.content(done.error_file_id).text)
@@ -307,12 +354,82 @@ def test_responses_and_embeddings_bodies_are_checked_too(server: EmulatorServer)
     assert (
         _refusal(httpx.post(base + "/embeddings", json={"model": EMBEDDER, "input": []}))["param"] == "input"
     )
+    for empty in ("", ["a", ""]):
+        refused = _refusal(httpx.post(base + "/embeddings", json={"model": EMBEDDER, "input": empty}))
+        assert refused["param"] == "input"
+    # JSON mode needs the word in the input (not `instructions`); a function is strict unless
+    # it says false (null included), and a strict function's schema is the strict subset
+    json_mode = {"model": MODEL, "instructions": "Answer in JSON.", "input": "x"}
+    json_mode["text"] = {"format": {"type": "json_object"}}
+    assert _refusal(httpx.post(base + "/responses", json=json_mode))["param"] == "input"
+    said = {
+        **json_mode,
+        "input": [{"role": "developer", "content": "Answer with JSON."}, {"role": "user", "content": "x"}],
+    }
+    assert httpx.post(base + "/responses", json=said).status_code == 200
+    loose_tool = {"type": "function", "name": "f", "parameters": LOOSE, "strict": None}
+    strict_default = {"model": MODEL, "input": "x", "tools": [loose_tool]}
+    assert _refusal(httpx.post(base + "/responses", json=strict_default))["param"] == "tools[0]"
+    not_strict = {"model": MODEL, "input": "x", "tools": [{**loose_tool, "strict": False}]}
+    assert httpx.post(base + "/responses", json=not_strict).status_code == 200
     assert (
         httpx.post(
             server.base_url + "/hosts/groq/v1/responses", json={"model": "m", "input": "x"}
         ).status_code
         == 404
     )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/openai/v1/chat/completions",
+        "/openai/v1/responses",
+        "/openai/v1/embeddings",
+        "/openai/v1/batches",
+        "/hosts/groq/v1/chat/completions",
+    ],
+)
+def test_a_body_that_is_not_json_gets_openais_400_not_a_500(server: EmulatorServer, path: str) -> None:
+    answer = httpx.post(
+        server.base_url + path, content=b'{"model": "x", ', headers={"content-type": "application/json"}
+    )
+    error = _refusal(answer)
+    assert "could not parse the JSON body" in error["message"] and error["param"] is None
+
+
+def test_base64_embeddings_are_the_vectors_the_sdk_decodes(sdk: openai.OpenAI) -> None:
+    as_floats = sdk.embeddings.create(model=EMBEDDER, input="hello", encoding_format="float")
+    as_text = sdk.embeddings.create(model=EMBEDDER, input="hello", encoding_format="base64")
+    assert isinstance(as_text.data[0].embedding, str)  # as OpenAI sends it when asked
+    decoded = sdk.embeddings.create(model=EMBEDDER, input="hello")  # the SDK asks base64, decodes
+    assert decoded.data[0].embedding == pytest.approx(as_floats.data[0].embedding, rel=1e-6)
+
+
+def test_a_faulted_batch_line_is_answered_in_openais_error_shape(sdk: openai.OpenAI) -> None:
+    faults = {"fail": "fail", "limited": "429", "broken": "transient"}
+    done = _chat_batch(
+        sdk,
+        {
+            name: {"model": MODEL, "messages": [{"role": "user", "content": f"hi [simulate:{fault}]"}]}
+            for name, fault in faults.items()
+        },
+    )
+    assert done.error_file_id is not None
+    rows = {
+        row["custom_id"]: row
+        for row in map(json.loads, sdk.files.content(done.error_file_id).text.splitlines())
+    }
+    # each as the same request alone is answered: OpenAI's Error object, all four keys
+    errors = {
+        name: (row["response"]["status_code"], row["response"]["body"]["error"]) for name, row in rows.items()
+    }
+    assert {name: (status, e["type"], e["code"]) for name, (status, e) in errors.items()} == {
+        "fail": (400, "invalid_request_error", "simulated_failure"),
+        "limited": (429, "requests", "rate_limit_exceeded"),
+        "broken": (500, "server_error", "server_error"),
+    }
+    assert all(set(e) == {"message", "type", "param", "code"} for _, e in errors.values())
 
 
 # -- (c) every request the adapter sends fits the SDK's request types ----------------------------
@@ -535,7 +652,11 @@ def test_an_expiring_batch_keeps_the_finished_lines(server: EmulatorServer) -> N
     job = batch.submit([request("a", custom_id="seq-0"), request("b [simulate:expire]", custom_id="seq-1")])
     time.sleep(0.35)
     assert batch.poll(job).state == "expired"
-    assert [r.custom_id for r in batch.results(job)] == ["seq-0"]
+    # the line it did not run is in the error file, as OpenAI writes it: `batch_expired`
+    results = {r.custom_id: r for r in batch.results(job)}
+    assert results["seq-0"].status == "completed"
+    expired = results["seq-1"].error
+    assert expired is not None and (expired.code, expired.transient) == ("batch_expired", True)
 
 
 def test_an_unknown_key_of_the_vendor_is_refused_by_the_adapter(server: EmulatorServer) -> None:
@@ -677,7 +798,10 @@ def test_a_composite_job_with_an_expired_part_keeps_the_other_parts_results(
     clock.now += 61
     status = batch.poll(job)
     assert (status.state, status.total, status.completed_count) == ("expired", 4, 3)
-    assert sorted(r.custom_id for r in batch.results(job)) == ["seq-1", "seq-2", "seq-3"]
+    results = {r.custom_id: r for r in batch.results(job)}
+    assert sorted(results) == ["seq-0", "seq-1", "seq-2", "seq-3"]
+    assert sorted(k for k, r in results.items() if r.status == "completed") == ["seq-1", "seq-2", "seq-3"]
+    assert results["seq-0"].error is not None and results["seq-0"].error.code == "batch_expired"
 
 
 def test_a_part_that_fails_fails_the_job_at_once_and_stops_the_others(

@@ -590,7 +590,14 @@ _FORMATS_IN = st.sampled_from(
         {"type": "text"},
         {"type": "json_object"},
         {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}},
-        {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}, "strict": True}},
+        {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "out",
+                "schema": {"type": "object", "additionalProperties": False},
+                "strict": True,
+            },
+        },
         {"type": "json_schema", "json_schema": {"name": "o u t", "schema": {}}},
         {"type": "json_schema", "json_schema": {"name": "out"}},
         {"type": "json_schema", "name": "out", "schema": {"type": "object"}},

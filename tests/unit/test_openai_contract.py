@@ -21,7 +21,12 @@ TOGETHER = ProviderEndpoint("together", "openai_compatible", "http://t/v1", batc
 GROQ = ProviderEndpoint("groq", "openai_compatible", "http://g/v1")
 USER = [{"role": "user", "content": "hi"}]
 CHAT_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-FLAT_TOOL = {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": True}
+FLAT_TOOL = {
+    "type": "function",
+    "name": "f",
+    "parameters": {"type": "object", "additionalProperties": False},
+    "strict": True,
+}
 
 
 def item(input_: dict[str, Any], *, operation: str = "responses", limit: int = 0) -> ProviderRequest:
@@ -164,7 +169,11 @@ ITEMS: list[dict[str, Any]] = [
         "tool_choice": {"type": "function", "function": {"name": "f"}},
         "response_format": {
             "type": "json_schema",
-            "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True},
+            "json_schema": {
+                "name": "n",
+                "schema": {"type": "object", "additionalProperties": False},
+                "strict": True,
+            },
         },
     },
     {
@@ -274,7 +283,14 @@ def test_openai_sends_items_with_hosted_tools_to_the_responses_api_the_rest_to_c
     (host, host_body), *_ = outgoing(item(ITEMS[3]), GROQ, lane_max_output_tokens=64)
     assert host == "chat.completions" and host_body["max_tokens"] == 64
     assert host_body["tools"] == [
-        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": True}},
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {"type": "object", "additionalProperties": False},
+                "strict": True,
+            },
+        },
         {"type": "function", "function": {"name": "g", "description": "G"}},
     ]
 

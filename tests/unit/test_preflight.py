@@ -343,7 +343,14 @@ def test_a_strict_function_has_no_lane_of_a_claude_model() -> None:
     support strict tools"): such an item needs a lane that holds output to a schema, which no
     lane of theirs offers; without `strict` they run it, and gpt-4o-mini runs both."""
     preflight = _builtin_preflight()
-    strict = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": True}}
+    strict = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {"type": "object", "additionalProperties": False},
+            "strict": True,
+        },
+    }
     lax = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     cases = [("claude-3-5-haiku", strict), ("claude-sonnet-4", lax), ("gpt-4o-mini", strict)]
     for index, (model, tool) in enumerate(cases):

@@ -63,7 +63,12 @@ def test_function_tools_need_tool_calling_not_a_hosted_tool() -> None:
     "function",
     [
         {"type": "function", "function": {"name": "f", "parameters": {}, "strict": True}},
-        {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": True},
+        {
+            "type": "function",
+            "name": "f",
+            "parameters": {"type": "object", "additionalProperties": False},
+            "strict": True,
+        },
     ],
 )
 def test_a_strict_function_also_needs_a_lane_that_holds_output_to_a_schema(function: dict[str, Any]) -> None:
@@ -421,7 +426,12 @@ def issues_of(input_: dict[str, Any], *, operation: str = "responses") -> list[t
     return [(p.category, p.code, p.field) for p in problems]
 
 
-OUT_SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}}
+OUT_SCHEMA = {
+    "type": "object",
+    "properties": {"label": {"type": "string"}},
+    "required": ["label"],
+    "additionalProperties": False,
+}
 
 
 @pytest.mark.parametrize(
@@ -461,6 +471,49 @@ OUT_SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}}
 )
 def test_a_structured_output_format_with_openais_keys_is_accepted(fmt: dict[str, Any]) -> None:
     assert issues_of(chat_input(**fmt)) == []
+
+
+LOOSE = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        ({**LOOSE, "required": ["a", "b"]}, "schema.additionalProperties must be false"),
+        ({**LOOSE, "required": ["a"], "additionalProperties": False}, "schema.required must list every"),
+        (  # a nested object too
+            {
+                "type": "object",
+                "properties": {"inner": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+                "required": ["inner"],
+                "additionalProperties": False,
+            },
+            "schema.properties.inner.additionalProperties must be false",
+        ),
+    ],
+)
+def test_a_strict_schema_outside_the_subset_strict_decoding_takes_is_refused(
+    schema: dict[str, Any], reason: str
+) -> None:
+    # OpenAI refuses such a request (400 "Invalid schema for response_format ..."): so the item
+    # is refused here, where it is named, not failed for good on a lane
+    as_format = {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "o", "schema": schema, "strict": True},
+        }
+    }
+    assert issues_of(chat_input(**as_format)) == [
+        ("json_schema", "json_schema_invalid", "input.response_format.json_schema.schema")
+    ]
+    problems = read_item(item(0, input=chat_input(**as_format)))[1]
+    assert reason in problems[0].message
+    function = {"type": "function", "function": {"name": "f", "parameters": schema, "strict": True}}
+    assert issues_of(chat_input(tools=[function])) != []
+    # not strict: the same schemas are taken as they are
+    loose = {"response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": schema}}}
+    assert issues_of(chat_input(**loose)) == []
+    assert issues_of(chat_input(tools=[{**function, "function": {"name": "f", "parameters": schema}}])) == []
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from batchroute.providers.base import (
 from batchroute.providers.http import VendorHttp, error_for_status, retry_after_seconds
 from batchroute.providers.openai import transform
 from batchroute.providers.openai.client import OpenAIBatch, combined_status, vendor_job_ids
+from batchroute_tools.contracts.openai import request_violations
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/vendors/openai"
 
@@ -135,7 +136,12 @@ def test_request_bodies() -> None:
         ],
         "temperature": 0.2,
         "text": {
-            "format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}, "strict": True}
+            "format": {
+                "type": "json_schema",
+                "name": "a",
+                "schema": {"type": "object", "additionalProperties": False},
+                "strict": True,
+            }
         },
     }
     body = transform.chat_body(request(item))
@@ -148,7 +154,11 @@ def test_request_bodies() -> None:
     assert body["temperature"] == 0.2
     assert body["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "a", "schema": {"type": "object"}, "strict": True},
+        "json_schema": {
+            "name": "a",
+            "schema": {"type": "object", "additionalProperties": False},
+            "strict": True,
+        },
     }
     hosted = transform.chat_body(
         request({"messages": [{"role": "user", "content": "x"}]}), token_field="max_tokens", stream=True
@@ -458,3 +468,23 @@ def test_a_refused_look_up_makes_the_batch_and_a_transient_one_is_tried_again(
         with pytest.raises(TransientProviderError):
             batch.submit([request({"input": "a"})], key="k1")
         assert all(method == "GET" for method, _ in calls)
+
+
+def test_json_mode_says_json_when_no_message_does() -> None:
+    # OpenAI refuses JSON mode unless the messages say "json" (400 "'messages' must contain the
+    # word 'json' in some form"): the adapter says it when the item does not
+    json_mode = {"messages": [{"role": "user", "content": "Classify: printer on fire"}]}
+    json_mode["response_format"] = {"type": "json_object"}
+    chat = transform.chat_body(request(json_mode))
+    assert chat["messages"][0] == {"role": "system", "content": transform.JSON_OBJECT_INSTRUCTION}
+    assert request_violations("chat.completions", chat) == []
+    with_system = transform.chat_body(request({**json_mode, "system": "Be brief."}))
+    assert with_system["messages"][0]["content"] == "Be brief.\n\n" + transform.JSON_OBJECT_INSTRUCTION
+    responses = transform.responses_body(request({**json_mode, "system": "Answer in JSON."}))
+    # the Responses API reads its input, not `instructions`: the instruction is an input message
+    assert responses["input"][0] == {"role": "developer", "content": transform.JSON_OBJECT_INSTRUCTION}
+    assert request_violations("responses", responses) == []
+    # an item that says it already is sent as it is
+    said = {**json_mode, "messages": [{"role": "user", "content": "Answer as JSON: printer on fire"}]}
+    assert transform.chat_body(request(said))["messages"] == said["messages"]
+    assert transform.responses_body(request(said))["input"][0]["role"] == "user"

@@ -39,6 +39,10 @@ OPTIONS: Final = ("temperature", "top_p", "stop", "seed")
 FUNCTION_TOOL_TYPE: Final = "function"
 TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 IMAGE_PARTS: Final = frozenset({"image_url", "input_image"})
+# JSON mode without a schema (`json_object`) said in words: Anthropic and Bedrock have no JSON
+# mode, so it joins their system prompt; OpenAI refuses JSON mode unless a message says "json",
+# so it joins the system prompt there when none does.
+JSON_OBJECT_INSTRUCTION: Final = "Answer with one valid JSON object and nothing else."
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,16 @@ class Conversation:
     def chat_tools(self) -> list[dict[str, Any]]:
         """The function tools as Chat Completions declares them."""
         return [f.chat() for f in self.functions]
+
+    @property
+    def asks_json_object(self) -> bool:
+        """JSON mode without a schema (`response_format: {type: json_object}`)."""
+        return self.response_format is not None and self.response_format.get("type") == "json_object"
+
+    def says_json(self, *, system: bool = True) -> bool:
+        """Whether a message's text (or, with `system`, the system prompt) says "json", in any case."""
+        texts = [self.system or "" if system else "", *(plain_text(m.get("content")) for m in self.messages)]
+        return any("json" in text.lower() for text in texts)
 
 
 def conversation(payload: Mapping[str, Any]) -> Conversation:

@@ -1038,7 +1038,7 @@ def _function_defect(spec: dict[str, object], outside: set[str]) -> str | None:
         return "strict is true or false."
     parameters = spec.get("parameters")
     if parameters is not None:
-        reason = schema_defect(parameters)
+        reason = schema_defect(parameters, strict=strict is True)
         if reason is not None:
             return f"The function's parameters are not a JSON Schema: {reason}."
         if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
@@ -1138,7 +1138,7 @@ def _read_output_format(payload: dict[str, object], found: _Estimate, problems: 
         strict = holder.get("strict")
         if strict is not None and not isinstance(strict, bool):
             problems.append(_schema_problem(f"{holder_where}.strict", "strict must be true, false or null"))
-        reason = schema_defect(schema)
+        reason = schema_defect(schema, strict=strict is True)
         if reason is not None:
             problems.append(_schema_problem(f"{holder_where}.schema", reason))
         if len(problems) > before:
@@ -1164,9 +1164,12 @@ def _check_format_keys(
         )
 
 
-def schema_defect(schema: object) -> str | None:
+def schema_defect(schema: object, *, strict: bool = False) -> str | None:
     """Why `schema` does not look like a JSON Schema, or None. A shape check, not a full
-    meta-schema validation: the keywords providers read must have the right types."""
+    meta-schema validation: the keywords providers read must have the right types. `strict`
+    (a format or function that says `strict: true`): also the subset strict decoding takes
+    (OpenAI's Structured Outputs, which refuses the request otherwise): every object schema
+    sets `additionalProperties: false` and lists each of its properties in `required`."""
     if not isinstance(schema, dict):
         return "schema is missing or not a JSON object"
     stack: list[tuple[object, str, int]] = [(schema, "schema", 0)]
@@ -1193,6 +1196,10 @@ def schema_defect(schema: object) -> str | None:
             return f"{at}.enum must be a non-empty list"
         if "$ref" in node and not isinstance(node["$ref"], str):
             return f"{at}.$ref must be a string"
+        if strict and (node.get("type") == "object" or "properties" in node):
+            reason = _strict_object_defect(node, at)
+            if reason is not None:
+                return reason
         for keyword in ("properties", "$defs", "definitions", "patternProperties"):
             children = node.get(keyword)
             if children is None:
@@ -1211,6 +1218,22 @@ def schema_defect(schema: object) -> str | None:
             child = node.get(keyword)
             if child is not None:
                 stack.append((child, f"{at}.{keyword}", depth + 1))
+    return None
+
+
+def _strict_object_defect(node: dict[str, object], at: str) -> str | None:
+    """Why an object schema falls outside strict decoding's subset (`schema_defect`), or None."""
+    if node.get("additionalProperties") is not False:
+        return f"{at}.additionalProperties must be false under strict: true (or set strict to false)"
+    properties = node.get("properties")
+    required = node.get("required")
+    listed = set(required) if isinstance(required, list) else set()
+    missing = [name for name in properties if name not in listed] if isinstance(properties, dict) else []
+    if missing:
+        return (
+            f"{at}.required must list every property under strict: true ({missing[0]!r} is missing; "
+            "make it nullable to keep it optional, or set strict to false)"
+        )
     return None
 
 

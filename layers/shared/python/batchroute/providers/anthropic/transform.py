@@ -96,6 +96,7 @@ from typing import Any, Final
 
 from batchroute.providers import base
 from batchroute.providers.conversation import (
+    JSON_OBJECT_INSTRUCTION,
     Conversation,
     HostedToolUse,
     ToolChoice,
@@ -138,9 +139,6 @@ ERROR_TYPES: Final[dict[str, tuple[str, bool]]] = {
 _LENGTH_STOPS: Final = frozenset({"max_tokens", "model_context_window_exceeded"})
 ADAPTER: Final = "anthropic"  # this adapter's rows of catalog/data/hosted_tools.toml
 MAX_TEMPERATURE: Final = 1.0
-# JSON mode without a schema (`json_object`) has no Anthropic form: the instruction it
-# stands for joins the system prompt, as on Bedrock.
-JSON_OBJECT_INSTRUCTION: Final = "Answer with one valid JSON object and nothing else."
 IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 USER_LOCATION_FIELDS: Final = frozenset({"type", "city", "region", "country", "timezone"})
 _TOOL_CHOICES: Final[dict[str, str]] = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
@@ -165,8 +163,9 @@ def messages_body(
         raise base.PermanentProviderError("the item has no user or assistant message", code="invalid_item")
     limit = request.max_output_tokens if request.max_output_tokens > 0 else default_max_tokens
     body: dict[str, Any] = {"model": request.provider_model_id, "max_tokens": limit, "messages": messages}
-    json_object = talk.response_format is not None and talk.response_format.get("type") == "json_object"
-    system = "\n\n".join(t for t in (talk.system, JSON_OBJECT_INSTRUCTION if json_object else None) if t)
+    # JSON mode without a schema has no Anthropic form: its instruction joins the system prompt
+    json_object = JSON_OBJECT_INSTRUCTION if talk.asks_json_object else None
+    system = "\n\n".join(t for t in (talk.system, json_object) if t)
     if system:
         body["system"] = system
     if request.sampling:

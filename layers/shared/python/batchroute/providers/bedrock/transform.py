@@ -102,7 +102,14 @@ from typing import Any, Final, Literal
 
 from batchroute.providers import base
 from batchroute.providers.anthropic.transform import message_usage
-from batchroute.providers.conversation import Conversation, add_turn, conversation, data_url_parts, plain_text
+from batchroute.providers.conversation import (
+    JSON_OBJECT_INSTRUCTION,
+    Conversation,
+    add_turn,
+    conversation,
+    data_url_parts,
+    plain_text,
+)
 from batchroute.providers.http import error_for_status, retry_after_seconds
 
 ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
@@ -119,7 +126,6 @@ _MESSAGE_CHARS: Final = 300
 # both are replaced by a digest of themselves (the same for a call and its result).
 _TOOL_ID: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 # json_object has no Bedrock form: the instruction it stands for joins the system prompt.
-JSON_OBJECT_INSTRUCTION: Final = "Answer with one valid JSON object and nothing else."
 # json_schema, for a model without structured output: the schema joins the system prompt.
 JSON_SCHEMA_INSTRUCTION: Final = (
     "Answer with one valid JSON object and nothing else. It must conform to this JSON Schema: "

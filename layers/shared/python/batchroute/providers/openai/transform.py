@@ -45,7 +45,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from batchroute.providers import base
-from batchroute.providers.conversation import Conversation, ToolChoice, conversation, plain_text
+from batchroute.providers.conversation import (
+    JSON_OBJECT_INSTRUCTION,
+    Conversation,
+    ToolChoice,
+    conversation,
+    plain_text,
+)
 from batchroute.providers.hosted_tools import vendor_tool
 
 TokenField = Literal["max_completion_tokens", "max_tokens"]
@@ -103,8 +109,9 @@ def chat_body(
         )
         raise Inexpressible(f"Chat Completions runs no hosted tools ({names})")
     messages: list[dict[str, Any]] = []
-    if talk.system:
-        messages.append({"role": "system", "content": talk.system})
+    system = "\n\n".join(t for t in (talk.system, _json_word(talk)) if t)
+    if system:
+        messages.append({"role": "system", "content": system})
     messages.extend(_chat_message(m) for m in talk.messages)
     body: dict[str, Any] = {
         "model": request.provider_model_id,
@@ -127,6 +134,14 @@ def chat_body(
     return body
 
 
+def _json_word(talk: Conversation, *, system: bool = True) -> str | None:
+    """What JSON mode needs said: OpenAI refuses `json_object` unless the messages say "json"
+    ("'messages' must contain the word 'json' in some form"); the instruction says it when no
+    message does. The Responses API checks its `input` (`system=False`: not `instructions`)."""
+    needed = talk.asks_json_object and not talk.says_json(system=system)
+    return JSON_OBJECT_INSTRUCTION if needed else None
+
+
 def _chat_message(message: dict[str, Any]) -> dict[str, Any]:
     """A normal-form message as Chat Completions takes it: tool calls without the extras
     other vendors carry on them (conversation.py keeps them for Gemini)."""
@@ -142,7 +157,9 @@ def responses_body(request: base.ProviderRequest, *, stream: bool = False) -> di
     refused = [k for k in ("stop", "seed") if k in talk.options]
     if refused:
         raise Inexpressible(f"OpenAI's Responses API takes no {' or '.join(refused)}")
-    body: dict[str, Any] = {"model": request.provider_model_id, "input": responses_input(talk)}
+    said = _json_word(talk, system=False)
+    developer = [{"role": "developer", "content": said}] if said else []
+    body: dict[str, Any] = {"model": request.provider_model_id, "input": [*developer, *responses_input(talk)]}
     if talk.system:
         body["instructions"] = talk.system
     body.update(_options(talk, request))
