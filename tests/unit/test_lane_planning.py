@@ -175,6 +175,21 @@ def test_failover_candidates_are_outranked_lanes_cheapest_first_not_used() -> No
     assert failover_candidates(plan_groups(PLAN), B, []) == []
 
 
+def test_failover_takes_a_lane_that_stops_answers_short_only_after_those_that_do_not() -> None:
+    # Given a plan whose cheapest outranked lane was outranked for its output limit (it would
+    # stop the group's answers short of what they ask for)
+    short = _rejected("p6", A, "outranked", "0.001")
+    short["rejection"]["details"]["rank_basis"] = "output_limit"
+    plan = {
+        "groups": [{**PLAN["groups"][0], "rejected_lanes": [*PLAN["groups"][0]["rejected_lanes"], short]}]
+    }
+    # When the selected lanes fail over
+    found = failover_candidates(plan_groups(plan), A, used_lane_ids=["p1/model-a", "p2/model-a"])
+    # Then the lanes able to produce the output come first, cheapest first; the short one last
+    assert [c.lane_id for c in found] == ["p5/model-a", "p3/model-a", "p6/model-a"]
+    assert [c.stops_short for c in found] == [False, False, True]
+
+
 def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices() -> None:
     source = plan_lanes(plan_groups(PLAN), CHUNK_MODELS, at="t")[0]  # ordinals [0, 3), chunks 0 and 1
     candidate = failover_candidates(plan_groups(PLAN), A, ["p1/model-a", "p2/model-a"])[0]

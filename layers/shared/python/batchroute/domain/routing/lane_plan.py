@@ -155,6 +155,9 @@ class PlanLane:
     # prefix, and the shortest prefix the lane marks for caching (None: it marks none)
     grouped_items: int = 0
     marks_from_tokens: int | None = None
+    # an outranked lane that would stop the group's answers short of the output they ask for
+    # (rank_basis `output_limit`): a failover takes it only after the lanes that would not
+    stops_short: bool = False
 
     @classmethod
     def from_selected(cls, entry: SelectedLaneView) -> PlanLane:
@@ -193,6 +196,7 @@ class PlanLane:
             rejection_code=rejection.get("code") if rejection else None,
             estimated_cost=_estimated_cost(details.get("estimated_provider_cost")),
             proof=proof if isinstance(proof, Mapping) else None,
+            stops_short=details.get("rank_basis") == "output_limit",
         )
 
 
@@ -632,17 +636,18 @@ def failover_candidates(
     groups: Sequence[PlanGroup], model: str, used_lane_ids: Iterable[str]
 ) -> list[PlanLane]:
     """The lanes a failed lane of `model` may hand over to: the quote's rejected lanes with
-    code `outranked` (eligible, only not needed), cheapest first as the quote ranked them
-    (then plan order), less the lanes the batch already used."""
+    code `outranked` (eligible, only not needed), as the quote ranked them: those that can
+    produce the output the items ask for before those that would stop it short, then cheapest
+    first (then plan order), less the lanes the batch already used."""
     used = set(used_lane_ids)
-    found: list[tuple[Decimal, int, PlanLane]] = []
+    found: list[tuple[bool, Decimal, int, PlanLane]] = []
     for group in groups:
         if group.model != model:
             continue
         for index, entry in enumerate(group.rejected):
             if entry.rejection_code == OUTRANKED and entry.lane_id not in used:
-                found.append((entry.estimated_cost, index, entry))
-    return [entry for _, _, entry in sorted(found, key=lambda f: (f[0], f[1]))]
+                found.append((entry.stops_short, entry.estimated_cost, index, entry))
+    return [entry for *_, entry in sorted(found, key=lambda f: f[:3])]
 
 
 def plan_lane_entry(groups: Sequence[PlanGroup], lane_id: str) -> PlanLane | None:
