@@ -222,6 +222,20 @@ def test_unavailable_provider_stops_the_lane_for_failover() -> None:
     assert len(provider.calls) == 6
 
 
+def test_an_answer_in_flight_when_the_lane_fails_over_keeps_the_failover_its_reason() -> None:
+    # Given a lane failing over because its provider is down
+    outcome = LaneOutcome()
+    down = ItemError("provider_unreachable", "connection dropped", transient=True)
+    outcome.fail_over(down)
+    # When an answer that was in flight meanwhile comes back as the item's own 400
+    refused = ItemError("provider_rejected", "simulated permanent failure", transient=False)
+    outcome.record(ProviderResult.failure("custom-1", refused))
+    # Then it counts, and the lane's reason (the receipt's latest_error, what the items left
+    # without a lane fail with) is still the failover's, not that item's 400
+    assert outcome.failed == 1
+    assert outcome.latest_error == down
+
+
 def test_down_marker_stops_a_simulated_lane() -> None:
     recorder = Recorder()
     outcome = run(simulator(), items(40, {0: "[simulate:down]"}), recorder, concurrency=2, window=2)

@@ -99,7 +99,8 @@ class LaneOutcome:
             self.completed += 1
         else:
             self.failed += 1
-            self.latest_error = result.error
+            if not self.unavailable:  # once failing over, that is why: an answer in flight's
+                self.latest_error = result.error  # own failure is its item's, not the lane's
         self.usage = self.usage + result.usage
 
     def fail_over(self, error: ItemError) -> None:
