@@ -293,6 +293,35 @@ def test_a_batch_from_a_workflow_quote_names_its_product(client: TestClient, org
     assert detailed.json()["batch"]["details"]["workflow_product"] is None
 
 
+@pytest.mark.parametrize(
+    ("ids", "expected"),
+    [
+        (["a", "a"], ("duplicate_customer_item_id", "inputs[1].id")),
+        (["input-1", None], ("duplicate_customer_item_id", "inputs[1].id")),  # the generated id
+        ([5, None], ("invalid_field", "inputs[0].id")),
+        (["", None], ("invalid_field", "inputs[0].id")),
+        (["x" * 257, None], ("invalid_field", "inputs[0].id")),
+    ],
+)
+def test_a_workflow_inputs_ids_are_checked_as_item_ids(
+    client: TestClient, org: TestOrg, ids: list[object], expected: tuple[str, str]
+) -> None:
+    # Given inputs whose ids cannot be their items' customer_item_ids
+    ticket = {"ticket": {"body": "The printer is on fire."}, "categories": ["hardware", "billing"]}
+    inputs = [ticket if given is None else {**ticket, "id": given} for given in ids]
+    response = client.post(
+        "/v1/quotes/workflow",
+        json={"product": "ticket-classification", "inputs": inputs},
+        headers=org.key_headers(),
+    )
+    # Then the refusal names the id (not "no lane of any model satisfies the route policy")
+    assert response.status_code == 400, response.text
+    issues = response.json()["error"]["details"]["preflight"]["errors"]
+    assert [(issue["code"], issue["path"]) for issue in issues] == [expected]
+    if expected[0] == "duplicate_customer_item_id":
+        assert issues[0]["details"] == {"first_index": 0}
+
+
 def test_workflow_quote_errors(client: TestClient, org: TestOrg) -> None:
     missing = client.post(
         "/v1/quotes/workflow",

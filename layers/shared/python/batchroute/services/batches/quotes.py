@@ -38,6 +38,7 @@ from batchroute.domain.routing.engine import (
     route,
 )
 from batchroute.domain.routing.gates import Exclusions, RouteRequest, RoutingFields, RoutingGuards
+from batchroute.domain.routing.items import MAX_CUSTOMER_ITEM_ID
 from batchroute.domain.routing.lanes import contract_exclusions
 from batchroute.domain.routing.policy import (
     Narrowing,
@@ -383,11 +384,12 @@ class QuoteService:
         product = self._product(command.product)
         check_workflow_inputs(product, command.inputs)
         quote_id = new_id("qlock", self.clock.now())
+        refused: list[IssueView] = []  # what the first model refused the inputs for, routing aside
         best, considered = self._cheapest_model(
-            principal, product, command, self.contract_exclusions(product.slug)
+            principal, product, command, self.contract_exclusions(product.slug), refused
         )
         if best is None:
-            raise _no_model_fits(product, considered)
+            raise _no_model_fits(product, considered, refused)
         planned, model_id, lines = best
         source = QuotedItems(
             "inline", planned.items_digest, s3_key=self.item_sink.save(quote_id, iter(lines))
@@ -407,9 +409,11 @@ class QuoteService:
         product: WorkflowProduct,
         command: QuoteWorkflow,
         outside: Exclusions,
+        refused: list[IssueView],
     ) -> tuple[tuple[PlannedQuote, str, list[bytes]] | None, list[ModelConsidered]]:
         """Each model with a lane inside the product's contract, planned with the lanes
-        `outside` it excluded (each with the rule it breaks); the cheapest eligible one."""
+        `outside` it excluded (each with the rule it breaks); the cheapest eligible one. A
+        model's preflight issues other than routing ones (the inputs') go to `refused`."""
         best: tuple[PlannedQuote, str, list[bytes]] | None = None
         considered: list[ModelConsidered] = []
         for model_id in self._models_for(product, outside):
@@ -427,7 +431,12 @@ class QuoteService:
             except PolicyConflict:
                 raise
             except InvalidRequest as exc:
-                considered.append(ModelConsidered(model_id, reason=exc.message))
+                issues = _issues_of(exc)
+                considered.append(
+                    ModelConsidered(model_id, reason=issues[0]["message"] if issues else exc.message)
+                )
+                if not refused:
+                    refused.extend(_as_input(issue) for issue in issues if issue["category"] != "routing")
                 continue
             considered.append(ModelConsidered(model_id, estimated_total=planned.price.total))
             if best is None or planned.price.total < best[0].price.total:
@@ -609,7 +618,26 @@ class QuoteService:
         return [model.id for model in self.catalog.models if model.id in inside]
 
 
-def _no_model_fits(product: WorkflowProduct, considered: list[ModelConsidered]) -> PreflightFailed:
+def _as_input(issue: IssueView) -> IssueView:
+    """A workflow item's issue, its path naming the input it was made from (`inputs[i]`)."""
+    path = issue.get("path")
+    return {**issue, "path": "inputs" + path.removeprefix("items")} if path else issue
+
+
+def _issues_of(exc: InvalidRequest) -> list[IssueView]:
+    """The preflight issues a refusal lists (none for another 400)."""
+    preflight = (exc.details or {}).get("preflight") if isinstance(exc, PreflightFailed) else None
+    return list(preflight["errors"]) if isinstance(preflight, dict) else []
+
+
+def _no_model_fits(
+    product: WorkflowProduct, considered: list[ModelConsidered], refused: list[IssueView]
+) -> PreflightFailed:
+    """400 `batch_preflight_failed`: the inputs' own issues when a model refused them for
+    something other than routing (every model reads the same inputs), else no_eligible_lane."""
+    models = [model.to_api() for model in considered]
+    if refused:
+        return PreflightFailed("The workflow inputs cannot be quoted.", refused, models_considered=models)
     return PreflightFailed(
         f"No model can fulfil the {product.slug} contract under these constraints.",
         [
@@ -620,7 +648,7 @@ def _no_model_fits(product: WorkflowProduct, considered: list[ModelConsidered]) 
                 "action": "Relax routing_mode, privacy_tier or required_tools.",
             }
         ],
-        models_considered=[model.to_api() for model in considered],
+        models_considered=models,
     )
 
 
@@ -638,9 +666,7 @@ def quote_lanes(plan_api: RoutePlanView) -> list[SelectedLaneView | RejectedLane
 def workflow_item(product: WorkflowProduct, model_id: str, index: int, raw: object) -> dict[str, Any]:
     """A workflow input as a batch item: the contract's instructions, the input as JSON, and the
     output schema as a structured-output requirement."""
-    custom_id = (
-        raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else f"input-{index}"
-    )
+    custom_id = workflow_item_id(index, raw)
     instructions = (
         f"You perform the '{product.title}' workflow. {product.summary} "
         "Answer with JSON only, matching the output schema."
@@ -663,12 +689,49 @@ def workflow_item(product: WorkflowProduct, model_id: str, index: int, raw: obje
     }
 
 
+def workflow_item_id(index: int, raw: object) -> str:
+    """A workflow input's item id (its customer_item_id): its own `id`, else `input-<index>`."""
+    given = raw.get("id") if isinstance(raw, dict) else None
+    return given if isinstance(given, str) else f"input-{index}"
+
+
+def _id_issues(inputs: Sequence[Any]) -> dict[str, IssueView]:
+    """Each input's `id` (optional) is its item's customer_item_id: a string of 1-256
+    characters, its own (an input without one is `input-<index>`, which must be free too)."""
+    found: dict[str, IssueView] = {}
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(inputs):
+        given = raw.get("id") if isinstance(raw, dict) else None
+        path = f"inputs[{index}].id"
+        if given is not None and not (isinstance(given, str) and 1 <= len(given) <= MAX_CUSTOMER_ITEM_ID):
+            found[path] = {
+                "category": "jsonl_shape",
+                "code": "invalid_field",
+                "message": f"Input {index}: id must be a string of 1-{MAX_CUSTOMER_ITEM_ID} characters.",
+                "action": "Give each input a string id, or none.",
+                "path": path,
+            }
+            continue
+        item_id = workflow_item_id(index, raw)
+        first = seen.setdefault(item_id, index)
+        if first != index:
+            found[path] = {
+                "category": "jsonl_shape",
+                "code": "duplicate_customer_item_id",
+                "message": f"Input {index}: id {item_id!r} is already used by inputs[{first}].",
+                "action": "Give every input its own id.",
+                "path": path,
+                "details": {"first_index": first},
+            }
+    return found
+
+
 def check_workflow_inputs(product: WorkflowProduct, inputs: Sequence[Any]) -> None:
     """Each input must be valid under the product's input schema (JSON Schema draft 2020-12),
     its own string `id` (the item's customer_item_id, not the product's) aside: the contract a
     workflow fee is charged for. Every input's every issue, with its path, up to 100."""
     validator = _input_validator(product)
-    errors: dict[str, IssueView] = {}  # by path: the first issue of each place
+    errors: dict[str, IssueView] = _id_issues(inputs)  # by path: the first issue of each place
 
     def issue(index: int, where: str, code: str, message: str) -> None:
         path = f"inputs[{index}]{where}"
