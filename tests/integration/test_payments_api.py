@@ -193,6 +193,35 @@ def test_forged_or_tampered_events_are_refused_and_credit_nothing(bench: Bench) 
     assert bench.balance() == Money.zero() and purchases(bench) == []
 
 
+def test_a_signed_event_of_an_odd_shape_is_refused_or_ignored_never_a_500(bench: Bench) -> None:
+    # Given a real completed purchase's event, signed, with one field of a shape Stripe never sends
+    checkout = bench.checkout(10)
+    bench.pay(checkout)
+    (completed,) = bench.event_ids("checkout.session.completed")
+    event = json.loads(bench.emulator.signed(completed)[0])
+    not_events = [{**event, "created": "abc"}, {**event, "created": True}, {**event, "data": "x"}]
+    for odd in not_events:
+        # Then one that is no Event is 400 invalid_event (Stripe would retry a 500 for days)
+        answer = bench.post_event(odd)
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_event", odd
+    # And an object whose metadata is not a map names no org: acknowledged, nothing applied
+    session = {**event["data"]["object"], "metadata": ["org_id", "purpose"]}
+    answer = bench.post_event({**event, "id": "evt_odd_metadata", "data": {"object": session}})
+    assert answer.status_code == 200 and answer.json()["applied"] is False
+    intent = {
+        "id": "pi_odd",
+        "object": "payment_intent",
+        "status": "succeeded",
+        "amount": 1000,
+        "metadata": 7,
+    }
+    answer = bench.post_event(
+        {**event, "id": "evt_odd_pi", "type": "payment_intent.succeeded", "data": {"object": intent}}
+    )
+    assert answer.status_code == 200 and answer.json()["applied"] is False
+    assert bench.balance() == Money.zero()
+
+
 def test_an_unpaid_completion_credits_nothing_until_the_payment_succeeds(bench: Bench) -> None:
     # Given an asynchronous payment method: the session completes unpaid
     checkout = bench.checkout(30)

@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     import stripe
@@ -295,18 +295,14 @@ class StripePayments:
             body = json.loads(payload)
         except ValueError:
             body = None
-        if (
-            not isinstance(body, dict)
-            or not isinstance(body.get("id"), str)
-            or not isinstance(body.get("type"), str)
-        ):
+        if not _is_event(body):
             raise InvalidRequest("The signed webhook body is not an event.", code="invalid_event")
         livemode = body.get("livemode")
         event_type = str(body["type"])
         return ProcessorEvent(
             event_id=str(body["id"]),
             event_type=event_type,
-            created=int(body.get("created", 0)),
+            created=int(body.get("created") or 0),
             subject=_subject(event_type, (body.get("data") or {}).get("object")),
             livemode=livemode if isinstance(livemode, bool) else None,
         )
@@ -473,6 +469,20 @@ def _iso(epoch_seconds: int) -> str:
     return (
         datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     )
+
+
+def _is_event(body: object) -> TypeGuard[dict[str, Any]]:
+    """An Event object's shape, as Stripe sends one: a string `id` and `type`, an integer
+    `created` (or none) and an object `data` (or none)."""
+    if (
+        not isinstance(body, dict)
+        or not isinstance(body.get("id"), str)
+        or not isinstance(body.get("type"), str)
+    ):
+        return False
+    created, data = body.get("created"), body.get("data")
+    well_dated = created is None or (isinstance(created, int) and not isinstance(created, bool))
+    return well_dated and (data is None or isinstance(data, dict))
 
 
 def _subject(event_type: str, obj: object) -> ProcessorSession | Charge | ReversalClaim | None:

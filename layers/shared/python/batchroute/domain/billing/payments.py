@@ -442,6 +442,15 @@ class ProcessorEvent:
     livemode: bool | None = None
 
 
+def metadata_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    """An object's `metadata` as the processor keeps it (string keys to string values): any
+    other value is no metadata (so names no org), never an error."""
+    given = obj.get("metadata")
+    if not isinstance(given, Mapping):
+        return {}
+    return {str(key): value for key, value in given.items() if isinstance(value, str)}
+
+
 def session_of(session: Mapping[str, Any]) -> ProcessorSession:
     """A Checkout Session (as a dict) as the service sees it."""
     intent = session.get("payment_intent")
@@ -451,7 +460,7 @@ def session_of(session: Mapping[str, Any]) -> ProcessorSession:
         payment_status=session.get("payment_status"),
         amount_total=session.get("amount_total"),
         currency=str(session.get("currency") or "").lower(),
-        metadata=session.get("metadata") or {},
+        metadata=metadata_of(session),
         payment_intent=intent if isinstance(intent, str) and intent else None,
     )
 
@@ -468,7 +477,7 @@ def charge_of(intent: Mapping[str, Any]) -> Charge:
         processor_ref=str(intent["id"]),
         status="processing",
         amount=from_cents(int(intent.get("amount", 0))),
-        metadata=intent.get("metadata") or {},
+        metadata=metadata_of(intent),
         currency=str(intent.get("currency") or "").lower(),
     )
     if status == "succeeded":
