@@ -192,6 +192,13 @@ def test_the_setting_is_read_at_the_edge_and_kept_on_the_record() -> None:
         {"mode": "allow_overage"},
         {"mode": "allow_overage", "max_overage_usd": "0"},
         {"mode": "allow_overage", "max_overage_usd": 1.5},
+        # not a plain decimal (docs/money.md, "Typed amounts"): refused, never guessed
+        {"mode": "allow_overage", "max_overage_usd": "1e2"},
+        {"mode": "allow_overage", "max_overage_usd": "+2"},
+        {"mode": "allow_overage", "max_overage_usd": " 2"},
+        {"mode": "allow_overage", "max_overage_usd": "2."},
+        {"mode": "allow_overage", "max_overage_usd": "1,000"},
+        {"mode": "allow_overage", "max_overage_usd": -3},
         {"mode": "within_reservation", "max_overage_usd": "1"},
         {"mode": "off", "extra": 1},
     ):

@@ -20,6 +20,7 @@ Pure (the clock's time is passed in). docs/batches.md, "Deadline rescue", is the
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -37,7 +38,7 @@ from batchroute.domain.routing.lane_plan import (
     lane_key,
     new_lane_record,
 )
-from batchroute.money import MICROS_PER_USD, Money
+from batchroute.money import AMOUNT_TEXT, MICROS_PER_USD, Money
 
 RescueMode = Literal["within_reservation", "allow_overage", "off"]
 RESCUE_MODES: Final[tuple[RescueMode, ...]] = get_args(RescueMode)
@@ -125,7 +126,11 @@ class RescueSetting:
 
 
 def _usd(value: object) -> Decimal | None:
+    """A plain decimal string ("12.50") or an integer; an exponent, sign, separator or space
+    is refused, never guessed (docs/money.md, "Typed amounts")."""
     if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    if isinstance(value, str) and not re.fullmatch(AMOUNT_TEXT, value):
         return None
     try:
         amount = Decimal(str(value))
