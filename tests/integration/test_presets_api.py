@@ -152,6 +152,11 @@ def test_the_list_pages_by_name_with_a_cursor(client: TestClient, org: TestOrg) 
         if cursor is None:
             break
     assert seen == ["alpha", "bravo", "charlie", "delta", "echo"] and pages == 3
+    # a page that ends the list says so: no cursor to an empty page
+    last = client.get(f"{PATH}?limit=5", headers=org.key_headers("billing")).json()
+    assert len(last["data"]) == 5 and last["next_cursor"] is None
+    tail = client.get(f"{PATH}?limit=1&cursor=delta", headers=org.key_headers("billing")).json()
+    assert [p["name"] for p in tail["data"]] == ["echo"] and tail["next_cursor"] is None
 
 
 def _golden(expected: str) -> dict[str, Any]:

@@ -136,13 +136,13 @@ class Presets:
         shown: list[Preset] = []
         after = cursor
         while True:  # archived heads are skipped, so a page may take more than one query
-            page, after = self.store.heads(org_id, after=after, limit=limit)
+            # one more than the page: the cursor is given only when a preset follows it
+            page, after = self.store.heads(org_id, after=after, limit=limit + 1)
             for preset in page:
                 if include_archived or preset.archived_at is None:
                     shown.append(preset)
-                    if len(shown) == limit:
-                        more = preset.name if (after is not None or preset is not page[-1]) else None
-                        return shown, more
+                    if len(shown) > limit:
+                        return shown[:limit], shown[limit - 1].name
             if after is None:
                 return shown, None
 
