@@ -130,6 +130,8 @@ def test_feedback_on_batch_items_is_kept_per_author_shown_on_the_item_and_summar
         if cursor is None:
             break
     assert len(seen) == len(set(seen)) == 3
+    whole = client.get(PATH, params={"limit": 3}, headers=alice).json()
+    assert len(whole["data"]) == 3 and whole["next_cursor"] is None  # no cursor to an empty page
     starred = client.get(PATH, params={"rating_scale": "stars", "batch_id": finished}, headers=alice).json()
     assert [f["target"]["customer_item_id"] for f in starred["data"]] == ["item-2"]
     # a listed target has the keys the one a submit answers has (no `id: null` beside them)

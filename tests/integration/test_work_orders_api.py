@@ -131,6 +131,11 @@ def test_batches_and_a_chat_job_run_to_the_end_and_the_work_order_derives_its_to
     assert sorted(m["batch_id"] for m in members["data"]) == sorted(batch_ids)
     assert {m["kind"] for m in members["data"]} == {"batch", "chat_job"}
     assert {m["outcome"] for m in members["data"]} == {"completed"}
+    count = len(batch_ids)
+    exact = client.get(f"{PATH}/{wo}/members?limit={count}", headers=org.key_headers()).json()
+    assert len(exact["data"]) == count and exact["next_cursor"] is None
+    first = client.get(f"{PATH}/{wo}/members?limit={count - 1}", headers=org.key_headers()).json()
+    assert first["next_cursor"] is not None
 
 
 def test_a_vendor_compatible_batch_joins_by_its_metadata(
@@ -352,6 +357,9 @@ def test_listing_filters_by_status_and_reference_with_a_cursor(client: TestClien
         if cursor is None:
             break
     assert sorted(seen) == sorted(ids) and len(seen) == 5
+    # a page that ends the list says so: no cursor to an empty page
+    whole = client.get(f"{PATH}?limit=5", headers=org.key_headers("billing")).json()
+    assert len(whole["data"]) == 5 and whole["next_cursor"] is None
     # A name set, then cleared with null; metadata replaced whole
     named = client.patch(
         f"{PATH}/{ids[1]}", json={"name": "x", "metadata": {"a": "1"}}, headers=org.key_headers()

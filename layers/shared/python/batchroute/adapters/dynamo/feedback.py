@@ -100,7 +100,7 @@ class FeedbackStore(DynamoStore):
             "KeyConditionExpression": "gsi1pk = :pk",
             "ExpressionAttributeValues": {":pk": to_value(f"FEEDBACK#{org_id}")},
             "ScanIndexForward": False,
-            "Limit": limit,
+            "Limit": limit + 1,  # one more than the page: a cursor only when a row follows it
         }
         if filters:
             names = {f"#f{i}": name for i, name in enumerate(filters)}
@@ -116,13 +116,13 @@ class FeedbackStore(DynamoStore):
         for response in islice(pages(self.dynamodb.query, kwargs), 10):
             found.extend(feedback_from_item(from_item(i)) for i in response.get("Items", []))
             last = response.get("LastEvaluatedKey")
+            if len(found) > limit:
+                break
             if last is None:
                 return found, None
-            if len(found) >= limit:
-                break
-        found = found[:limit]
-        if not found:
+        if len(found) <= limit:  # ten index pages read without filling the page: go on from there
             return found, _encode(last)
+        found = found[:limit]
         tail = found[-1]
         return found, _encode(
             {

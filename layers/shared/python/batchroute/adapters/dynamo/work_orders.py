@@ -101,8 +101,8 @@ class WorkOrderStore(DynamoStore):
         """Up to `limit` work orders newest first after the id `start_after`; True when more
         may follow (the caller pages on from the last id it read)."""
         start = None if start_after is None else f"{PREFIX}{start_after}"
-        kwargs = prefix_query(
-            self.table_name, org_pk(org_id), PREFIX, start_sk=start, ScanIndexForward=False, Limit=limit
+        kwargs = prefix_query(  # one more than the page: True only when an order follows it
+            self.table_name, org_pk(org_id), PREFIX, start_sk=start, ScanIndexForward=False, Limit=limit + 1
         )
         if client_reference is not None:
             kwargs["FilterExpression"] = "client_reference = :ref"
@@ -110,7 +110,7 @@ class WorkOrderStore(DynamoStore):
         orders: list[WorkOrder] = []
         for response in pages(self.dynamodb.query, kwargs):
             orders.extend(_work_order(i) for i in response.get("Items", []))
-            if len(orders) >= limit and "LastEvaluatedKey" in response:
+            if len(orders) > limit:
                 return orders[:limit], True
         return orders, False
 
@@ -227,13 +227,15 @@ class WorkOrderStore(DynamoStore):
         """The member markers in join... id order (batch ids are time-sorted), a page."""
         prefix = f"{MEMBER_PREFIX}{work_order_id}#"
         start = None if start_after is None else f"{prefix}{start_after}"
-        request = prefix_query(
-            self.table_name, org_pk(org_id), prefix, start_sk=start, Limit=limit, ConsistentRead=True
+        request = prefix_query(  # one more than the page: a cursor only when a member follows it
+            self.table_name, org_pk(org_id), prefix, start_sk=start, Limit=limit + 1, ConsistentRead=True
         )
-        response = self.dynamodb.query(**request)
-        rows = [from_stored(WorkOrderMember, plain(from_item(i))) for i in response.get("Items", [])]
-        more = "LastEvaluatedKey" in response and len(rows) == limit
-        return rows, (rows[-1].batch_id if more and rows else None)
+        rows: list[WorkOrderMember] = []
+        for response in pages(self.dynamodb.query, request):
+            rows.extend(from_stored(WorkOrderMember, plain(from_item(i))) for i in response.get("Items", []))
+            if len(rows) > limit:
+                return rows[:limit], rows[limit - 1].batch_id
+        return rows, None
 
 
 def _counters_update(

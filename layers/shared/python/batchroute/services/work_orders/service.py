@@ -169,12 +169,14 @@ class WorkOrders:
             page, more = self.store.page(
                 principal.org_id, start_after=after, limit=limit, client_reference=client_reference
             )
-            for order in page:
+            for index, order in enumerate(page):
                 after = order.work_order_id
                 if status is None or order.status == status:
                     found.append(order)
-                    if len(found) == limit:
-                        return found, after
+                    if len(found) == limit:  # a cursor only when an order may follow
+                        rest = page[index + 1 :]
+                        follows = more or any(status is None or o.status == status for o in rest)
+                        return found, after if follows else None
             if not more:
                 return found, None
         return found, after
