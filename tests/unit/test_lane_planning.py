@@ -10,6 +10,7 @@ import pytest
 
 from batchroute.adapters.dynamo.codec import from_item, to_item
 from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
+from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
 from batchroute.domain.catalog.pricing import CacheTokens
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
@@ -35,6 +36,7 @@ from batchroute.domain.routing.lane_plan import (
     plan_lanes,
     root_number,
 )
+from batchroute.services.batches.reads import chunk_in_flight
 from bench.capacity import item_size
 
 A, B = "model-a", "org/Model-B.1"
@@ -354,3 +356,20 @@ def test_a_lane_with_every_field_set_reads_back_from_its_dynamodb_item() -> None
     assert stored["prefixes"] == {"except": ["k1", "k2"]} and "cache" not in stored
     assert lane_from_item(stored) == lane
     assert lane_from_item(from_item(to_item(lane_item(_lane(1))))) == _lane(1)  # nothing unset written
+
+
+@pytest.mark.parametrize("state", ["running", "canceled"])
+def test_a_chunk_is_in_flight_once_its_lane_started_it_not_before(state: str) -> None:
+    # Given a running lane holding chunks 0 and 1 that has started chunk 0 only (the batch's
+    # counts moved chunk 0's items from pending to running, chunk 1's are still pending)
+    lane = replace(
+        plan_lanes(plan_groups(PLAN), CHUNK_MODELS, at="t")[0], status="running", chunks_started_n=1
+    )
+    batch = BatchRecord(batch_id="batch_1", org_id="org_1", state=state, created_at="t")  # type: ignore[arg-type]
+    # Then the items listing shows chunk 0's items processing and chunk 1's pending, as the
+    # counts do, whether or not the batch is still running
+    assert chunk_in_flight(batch, [lane], 0) is True
+    assert chunk_in_flight(batch, [lane], 1) is False
+    # and nothing once Finalize wrote the results
+    done = replace(batch, artifacts=ArtifactKeys(results_key="r"))
+    assert chunk_in_flight(done, [lane], 0) is False

@@ -285,7 +285,7 @@ class BatchReads:
         batch_id = batch.batch_id
         for chunk in range(start // CHUNK_SIZE, batch.chunk_count):
             results = self._chunk_results(batch_id, lanes, chunk)
-            running = _in_flight(batch, lanes, chunk)
+            running = chunk_in_flight(batch, lanes, chunk)
             key = input_chunk_key(batch_id, chunk)
             for line in artifact_lines(self.artifacts.chunks(key), key=key):
                 if int(line["seq"]) < start:
@@ -344,17 +344,18 @@ def _result_row(row: ResultFileRow, body_format: BodyFormat) -> ResultRowView:
     }
 
 
-def _in_flight(batch: BatchRecord, lanes: list[LaneRecord], chunk: int) -> bool:
-    """A running lane holds the chunk and has not finished it. Once the batch is terminal
-    (canceled, expired, failed) only a chunk the lane already started is still in flight
-    (it finishes, docs/batches.md RunLane); nothing is once Finalize wrote the results."""
+def chunk_in_flight(batch: BatchRecord, lanes: list[LaneRecord], chunk: int) -> bool:
+    """A running lane started the chunk and has not finished it: its items moved from
+    `pending` to `running` in the batch's counts when it started (`chunks_started_n`), so a
+    chunk still waiting for its lane's turn is pending here too. A started chunk of a terminal
+    batch (canceled, expired, failed) still finishes (docs/batches.md RunLane); nothing is in
+    flight once Finalize wrote the results."""
     if batch.results_key:
         return False
-    terminal = batch.state not in NON_TERMINAL
     for lane in lanes:
         position = lane_chunk_position(lane, chunk)
         if lane.status != "running" or position is None or lane_chunk_done(lane, chunk):
             continue
-        if not terminal or position < lane.chunks_started_n:
+        if position < lane.chunks_started_n:
             return True
     return False
