@@ -74,3 +74,26 @@ def test_a_failover_costs_no_extra_lane_fee_and_the_receipt_adds_up(
         assert _usd(receipt["credit_charged"]) + _usd(receipt["credit_released"]) == _usd(
             receipt["credit_reserved"]
         )
+
+
+def test_a_failover_keeps_to_the_route_policy_as_it_stands_when_it_happens(
+    client: TestClient, org: TestOrg, stack: LocalStack
+) -> None:
+    # Given a batch quoted on edge-eu (whose next lane is edge-us) that will find edge-eu down
+    items = _items("[simulate:down:edge-eu]")
+    quote = client.post("/v1/quotes/model", json={"items": items}, headers=org.key_headers())
+    body = {"quote_id": quote.json()["quote_id"], "items": items}
+    headers = {**org.key_headers(), "Idempotency-Key": "failover-policy-0001"}
+    created = client.post("/v1/batches", json=body, headers=headers)
+    assert created.status_code == 202, created.text
+    # And the org denies edge-us after the batch was made
+    denied = client.put("/v1/routing/policy", json={"provider_deny": ["edge-us"]}, headers=org.key_headers())
+    assert denied.status_code == 200, denied.text
+    # When the batch runs and its lane fails over
+    record = BatchRecords(get_settings().table_name("batches")).get(created.json()["batch"]["id"])
+    assert record is not None and record.execution_arn
+    assert run_until_done(stack, record.execution_arn, budget_seconds=60)["status"] == "SUCCEEDED"
+    receipt = client.get(f"/v1/batches/{record.batch_id}/billing-receipt", headers=org.key_headers()).json()
+    # Then it went to the next lane the policy admits, never to edge-us
+    ran = {lane["provider"] for lane in receipt["provider_lanes"]}
+    assert "edge-eu" in ran and "edge-us" not in ran and len(ran) == 2, ran

@@ -54,6 +54,7 @@ class WorkflowWiring(SchedulesWiring):
                 capacity=self.lane_states,
                 availability=self.lane_states,
                 rescue=self.deadline_rescue,
+                policies=self.route_policies,
             ),
             finalizer=Finalizer(
                 records=self.batch_records,
@@ -88,6 +89,7 @@ class WorkflowWiring(SchedulesWiring):
             events=self.webhook_delivery,
             min_observation_seconds=self.settings.rescue_min_observation_seconds,
             overage=self.rescue_overage,
+            policies=self.route_policies,
         )
 
     @cached_property

@@ -442,10 +442,9 @@ class ProcessorEvent:
     livemode: bool | None = None
 
 
-def metadata_of(obj: Mapping[str, Any]) -> dict[str, str]:
+def metadata_of(given: object) -> dict[str, str]:
     """An object's `metadata` as the processor keeps it (string keys to string values): any
     other value is no metadata (so names no org), never an error."""
-    given = obj.get("metadata")
     if not isinstance(given, Mapping):
         return {}
     return {str(key): value for key, value in given.items() if isinstance(value, str)}
@@ -460,7 +459,7 @@ def session_of(session: Mapping[str, Any]) -> ProcessorSession:
         payment_status=session.get("payment_status"),
         amount_total=session.get("amount_total"),
         currency=str(session.get("currency") or "").lower(),
-        metadata=metadata_of(session),
+        metadata=metadata_of(session.get("metadata")),
         payment_intent=intent if isinstance(intent, str) and intent else None,
     )
 
@@ -477,7 +476,7 @@ def charge_of(intent: Mapping[str, Any]) -> Charge:
         processor_ref=str(intent["id"]),
         status="processing",
         amount=from_cents(int(intent.get("amount", 0))),
-        metadata=metadata_of(intent),
+        metadata=metadata_of(intent.get("metadata")),
         currency=str(intent.get("currency") or "").lower(),
     )
     if status == "succeeded":

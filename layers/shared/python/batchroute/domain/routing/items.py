@@ -1197,7 +1197,9 @@ def schema_defect(schema: object, *, strict: bool = False) -> str | None:
         if "$ref" in node and not isinstance(node["$ref"], str):
             return f"{at}.$ref must be a string"
         if strict and (node.get("type") == "object" or "properties" in node):
-            reason = _strict_object_defect(node, at)
+            reason = _strict_object_defect(
+                node.get("additionalProperties"), node.get("properties"), node.get("required"), at
+            )
             if reason is not None:
                 return reason
         for keyword in ("properties", "$defs", "definitions", "patternProperties"):
@@ -1221,12 +1223,11 @@ def schema_defect(schema: object, *, strict: bool = False) -> str | None:
     return None
 
 
-def _strict_object_defect(node: dict[str, object], at: str) -> str | None:
-    """Why an object schema falls outside strict decoding's subset (`schema_defect`), or None."""
-    if node.get("additionalProperties") is not False:
+def _strict_object_defect(additional: object, properties: object, required: object, at: str) -> str | None:
+    """Why an object schema (its `additionalProperties`, `properties` and `required`) falls
+    outside strict decoding's subset (`schema_defect`), or None."""
+    if additional is not False:
         return f"{at}.additionalProperties must be false under strict: true (or set strict to false)"
-    properties = node.get("properties")
-    required = node.get("required")
     listed = set(required) if isinstance(required, list) else set()
     missing = [name for name in properties if name not in listed] if isinstance(properties, dict) else []
     if missing:

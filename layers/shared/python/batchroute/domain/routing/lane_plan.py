@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Final, NamedTuple, TypedDict
 
-from batchroute.domain.catalog.catalog import BatchLimits
+from batchroute.domain.catalog.catalog import BatchLimits, Catalog, Lane
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import (
     LaneProofView,
@@ -34,6 +34,7 @@ from batchroute.domain.routing.engine import (
     SelectedLaneView,
 )
 from batchroute.domain.routing.items import BatchItem, InputLine
+from batchroute.domain.routing.policy import RoutePolicy
 from batchroute.domain.routing.prompt_cache import REST, GroupPrefix, Share, item_prefix_key, lane_shares
 
 OUTRANKED = "outranked"
@@ -648,6 +649,31 @@ def failover_candidates(
             if entry.rejection_code == OUTRANKED and entry.lane_id not in used:
                 found.append((entry.stops_short, entry.estimated_cost, index, entry))
     return [entry for *_, entry in sorted(found, key=lambda f: f[:3])]
+
+
+def handover_lanes(
+    groups: Sequence[PlanGroup],
+    model: str,
+    used_lane_ids: Iterable[str],
+    catalog: Catalog,
+    policy: RoutePolicy | None,
+    operations: Iterable[str],
+) -> list[tuple[PlanLane, Lane]]:
+    """`failover_candidates` still in the catalog and admitted by the org's route policy as it
+    stands now (`policy`, in force; None: none), for `operations` on batch prices, each with its
+    catalog lane: a failover or a rescue never leaves the policy, even one changed since the
+    quote (docs/routing-policy.md)."""
+    wanted = tuple(operations)
+    found: list[tuple[PlanLane, Lane]] = []
+    for candidate in failover_candidates(groups, model, used_lane_ids):
+        lane = next((c for c in catalog.lanes_for(model) if c.lane_id == candidate.lane_id), None)
+        provider = catalog.provider(lane.provider) if lane is not None else None
+        if lane is None or provider is None:
+            continue
+        if policy is not None and policy.lane_failures(lane, provider, wanted, "batch"):
+            continue
+        found.append((candidate, lane))
+    return found
 
 
 def plan_lane_entry(groups: Sequence[PlanGroup], lane_id: str) -> PlanLane | None:

@@ -65,8 +65,8 @@ from batchroute.domain.routing.lane_plan import (
     LaneFailError,
     LaneRecord,
     SubmittedJob,
-    failover_candidates,
     failover_record,
+    handover_lanes,
     lane_chunk_done,
     lane_chunk_position,
     lane_chunks,
@@ -75,6 +75,7 @@ from batchroute.domain.routing.lane_plan import (
     plan_groups,
     root_number,
 )
+from batchroute.domain.routing.policy import in_force
 from batchroute.domain.workflow.results import ChunkTally, HandOver, LineError, LineUsage, ResultLine
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
@@ -87,6 +88,7 @@ from batchroute.services.catalog.lane_health import (
     LaneAvailability,
     mark_account_down,
 )
+from batchroute.services.routing.ports import OrgPolicies
 from batchroute.services.workflow.ports import BatchFiles, ProgressCounters
 from batchroute.services.workflow.rescue import DeadlineRescue, RescuePlan
 from batchroute.services.workflow.runner import (
@@ -232,6 +234,8 @@ class LaneExecutor:
     capacity: Capacity | None = None
     availability: LaneAvailability | None = None
     rescue: DeadlineRescue | None = None
+    # The org's route policy as it stands: a failover never leaves it (docs/routing-policy.md)
+    policies: OrgPolicies | None = None
 
     def _budget(self) -> TimeBudget:
         return self.budget() if self.budget is not None else TimeBudget(self.limits.fallback_seconds)
@@ -636,10 +640,13 @@ class LaneExecutor:
         lane_key = lane.lane_key
         message = lane_failure_message(lane, error)
         used = {other.lane_id for other in self.records.lanes(batch_id)}
+        policy = in_force(self.policies.current(batch.org_id)) if self.policies is not None else None
+        operations = {str(item.get("operation")) for _, item in chunk.kept}
         candidates = [
-            c
-            for c in failover_candidates(plan_groups(batch.plan), lane.model, used)
-            if self._catalog_lane(lane.model, c.lane_id) is not None
+            candidate
+            for candidate, _ in handover_lanes(
+                plan_groups(batch.plan), lane.model, used, self.catalog, policy, operations
+            )
         ]
         if not candidates:
             # No lane left: this lane fails the rest of its items with the error.

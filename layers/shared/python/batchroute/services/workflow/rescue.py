@@ -28,12 +28,13 @@ from batchroute.domain.catalog.pricing import fee_pct_for
 from batchroute.domain.delivery.webhooks import RESCUE_STARTED
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
-    failover_candidates,
+    handover_lanes,
     lane_chunk_count,
     lane_offsets,
     plan_groups,
     root_number,
 )
+from batchroute.domain.routing.policy import in_force
 from batchroute.domain.routing.rescue import (
     MIN_OBSERVATION_SECONDS,
     LaneProgress,
@@ -55,6 +56,7 @@ from batchroute.observability import logger
 from batchroute.providers.base import JobStatus
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.services.batches.ports import BatchStore
+from batchroute.services.routing.ports import OrgPolicies
 from batchroute.services.workflow.overage import RescueOverage
 from batchroute.services.workflow.ports import BatchFiles
 
@@ -116,6 +118,8 @@ class DeadlineRescue:
     events: RescueEvents | None = None
     min_observation_seconds: float = MIN_OBSERVATION_SECONDS  # settings: rescue_min_observation_seconds
     overage: RescueOverage | None = None  # allow_overage's second hold; None: no overage is ever held
+    # The org's route policy as it stands: a rescue never leaves it (docs/routing-policy.md)
+    policies: OrgPolicies | None = None
     _declined: dict[tuple[str, str], datetime] = field(default_factory=dict, init=False)
 
     # -- is it due, and what then ------------------------------------------------------------
@@ -238,11 +242,12 @@ class DeadlineRescue:
     ) -> list[RescueOption]:
         """The group's eligible lanes that run items one by one (sync), at their own prices."""
         options = []
-        for candidate in failover_candidates(plan_groups(batch.plan), lane.model, used):
-            found = next(
-                (c for c in self.catalog.lanes_for(lane.model) if c.lane_id == candidate.lane_id), None
-            )
-            if found is None or self.registry.execution_mode(found.provider) == "batch_api":
+        policy = in_force(self.policies.current(batch.org_id)) if self.policies is not None else None
+        model = self.catalog.model(lane.model)
+        operations = model.operations if model is not None else ()
+        groups = plan_groups(batch.plan)
+        for candidate, found in handover_lanes(groups, lane.model, used, self.catalog, policy, operations):
+            if self.registry.execution_mode(found.provider) == "batch_api":
                 continue
             prices = _prices_view(found.price.batch)
             concurrency = self.registry.provider(found.provider).max_concurrency
