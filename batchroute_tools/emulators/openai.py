@@ -767,12 +767,15 @@ class OpenAIEmulator:
         return Reply.json(200, self._batch_object(job))
 
     def _advance(self, job: _Job) -> None:
-        """Run the job as far as the clock says: done once `batch_seconds` have passed."""
+        """Run the job as far as the clock says: done once `batch_seconds` have passed. A
+        cancelled job keeps what it finished before the cancel (its `completed` lines), in its
+        output and error files, as OpenAI leaves a cancelled batch's partial results."""
         with self._lock:
             if job.finished is not None:
                 return
             if job.cancelling_at is not None:  # cancelling until the clock moves on
                 if self.clock() > job.cancelling_at:
+                    self._write_outputs(job, limit=job.counts["completed"])
                     job.finished, job.cancelled_at = "cancelled", self.clock()
                     Spool.remove(job.input_path)
                 return
@@ -785,36 +788,44 @@ class OpenAIEmulator:
             if elapsed < duration:
                 job.counts["completed"] = int(total * elapsed / duration) if duration else total
                 return
-            assert self.spool is not None
-            names = {"ok": f"{job.id}-output", "error": f"{job.id}-errors"}
-            paths = {kind: self.spool.path(name) for kind, name in names.items()}
-            counts = {"ok": 0, "error": 0}
-            expired = False
-            with paths["ok"].open("wb") as ok, paths["error"].open("wb") as error:
-                out = {"ok": ok, "error": error}
-                for line in Spool.lines(job.input_path):
-                    if not line.strip():
-                        continue
-                    request = json.loads(line)
-                    row = self._run_line(request)
-                    if row is None:  # not run before the window ended: an error row says so
-                        expired = True
-                        row = "error", _expired_row(request.get("custom_id"))
-                    out[row[0]].write(row[1])
-                    counts[row[0]] += 1
-            job.counts = {"total": total, "completed": counts["ok"], "failed": counts["error"]}
-            for kind, path in paths.items():
-                if not counts[kind]:
-                    Spool.remove(path)
-                    continue
-                record = self._file_at(path, "batch_output", f"{job.id}_output.jsonl")
-                self._files[record.id] = record
-                if kind == "ok":
-                    job.output_file_id = record.id
-                else:
-                    job.error_file_id = record.id
+            expired = self._write_outputs(job)
             job.finished = "expired" if expired else "completed"
             Spool.remove(job.input_path)
+
+    def _write_outputs(self, job: _Job, limit: int | None = None) -> bool:
+        """Run the job's input lines (the first `limit` of them) into its output and error
+        files and counts; True when a line expired before it ran."""
+        assert self.spool is not None
+        names = {"ok": f"{job.id}-output", "error": f"{job.id}-errors"}
+        paths = {kind: self.spool.path(name) for kind, name in names.items()}
+        counts = {"ok": 0, "error": 0}
+        expired = False
+        with paths["ok"].open("wb") as ok, paths["error"].open("wb") as error:
+            out = {"ok": ok, "error": error}
+            for line in Spool.lines(job.input_path):
+                if limit is not None and counts["ok"] + counts["error"] >= limit:
+                    break
+                if not line.strip():
+                    continue
+                request = json.loads(line)
+                row = self._run_line(request)
+                if row is None:  # not run before the window ended: an error row says so
+                    expired = True
+                    row = "error", _expired_row(request.get("custom_id"))
+                out[row[0]].write(row[1])
+                counts[row[0]] += 1
+        job.counts = {"total": job.counts["total"], "completed": counts["ok"], "failed": counts["error"]}
+        for kind, path in paths.items():
+            if not counts[kind]:
+                Spool.remove(path)
+                continue
+            record = self._file_at(path, "batch_output", f"{job.id}_output.jsonl")
+            self._files[record.id] = record
+            if kind == "ok":
+                job.output_file_id = record.id
+            else:
+                job.error_file_id = record.id
+        return expired
 
     def _run_line(self, line: Mapping[str, Any]) -> tuple[str, bytes] | None:
         """One input line's output (or error) line; None when the job expires before it."""

@@ -364,6 +364,40 @@ def test_with_rescue_off_the_lane_is_left_alone(stack: LocalStack, org: TestOrg)
     assert old.failover_to is None and old.job is not None
 
 
+def test_a_batch_canceled_while_its_vendor_job_runs_keeps_and_pays_for_what_the_job_finished(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a batch whose vendor job is stuck with 40 % of its 10 items done
+    items = [_item(0, stuck=True), *(_item(n) for n in range(1, 10))]
+    created = _batch_on_the_vendor_lane(
+        org.org_id, items, rescuers=("deepinfra",), rescue=RescueSetting.from_api({"mode": "off"})
+    )
+    run = Run(stack, created)
+    lane = run.first_invocation()
+    assert run.later(hours=1) is None  # still waiting on its job
+    # When the batch is canceled
+    app = TestClient(create_app(), raise_server_exceptions=False)
+    canceled = app.post(f"/v1/batches/{created.batch_id}/cancel", json={}, headers=org.key_headers())
+    assert canceled.status_code == 200, canceled.text
+    # Then the lane asks the vendor to stop the job, and once it stopped keeps what it finished
+    answer = run.later(hours=1)
+    if answer is None:  # the vendor was still stopping it: the next poll finds it cancelled
+        answer = run.later(hours=1)
+    assert answer == {"lane_key": lane["lane_key"], "completed": 4, "failed": 0, "canceled": 6}
+    (old,) = _lanes(run).values()
+    assert old.job is None and (old.completed, old.canceled) == (4, 6)
+    # And the answers are delivered and charged (work in flight at the cancel), the rest canceled
+    batch = run.settle()
+    assert batch.state == "canceled"
+    rows = list(run.artifacts.lines(results_key(created.batch_id)))
+    outcomes = [(r["customer_item_id"], r["status"], (r.get("error") or {}).get("code")) for r in rows]
+    assert outcomes == [(f"item-{n}", "completed", None) for n in range(4)] + [
+        (f"item-{n}", "failed", "canceled") for n in range(4, 10)
+    ]
+    charged = _settled_exactly(org.org_id, batch, created.reserved)
+    assert Money.zero() < charged < created.reserved
+
+
 def test_a_late_vendor_result_after_the_rescue_is_not_delivered_or_charged(
     stack: LocalStack, org: TestOrg
 ) -> None:

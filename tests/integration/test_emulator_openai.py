@@ -839,6 +839,9 @@ def test_a_stuck_batch_stays_at_40_percent_until_it_is_cancelled(
     batch.cancel(job)
     clock.now += 1
     assert batch.poll(job).state == "cancelled"
+    # and what it finished before the cancel is in its output file, as OpenAI leaves it
+    finished = {r.custom_id: r.status for r in batch.results(job)}
+    assert finished == {"seq-0": "completed", "seq-1": "completed"}
 
 
 def test_the_share_a_stuck_batch_reports_done_is_a_setting() -> None:

@@ -28,6 +28,7 @@ from batchroute.services.workflow.runner import (
     LaneOutcome,
     build_request,
     cancel_lane_job,
+    collect_cancelled_job,
     poll_lane_job,
     run_lane_batch_job,
 )
@@ -301,6 +302,31 @@ def test_cancel_lane_job_tolerates_forgotten_jobs() -> None:
     fake = FakeVendor()
     cancel_lane_job(SubmittedJob("job-9", 1, 1, "2026-01-01T00:00:00.000Z"), provider=fake)
     assert fake.cancelled == ["job-9"]
+
+
+def test_a_cancelled_job_is_collected_once_it_stopped_with_what_it_finished() -> None:
+    # Given a stuck job (8 of its 20 requests done) that a batch cancel stops
+    lane = Lane20(marked={0: "[simulate:stuck_batch]"})
+    provider, _ = vendor()
+    job_id = provider.submit(build_request(seq, lane.items[seq], LANE) for seq in sorted(lane.items))
+    job = SubmittedJob(job_id, 1, 20, "2026-01-01T00:00:00.000Z")
+    reported: dict[int, str] = {}
+
+    def keep(seq: int, result: ProviderResult, _attempts: int) -> None:
+        reported[seq] = result.status
+
+    # While the vendor has not stopped a job, nothing is collected: poll again later
+    stopping = FakeVendor(state="in_progress")
+    slow = stopping.submit([build_request(0, lane.items[0], LANE)])
+    assert not collect_cancelled_job(SubmittedJob(slow, 1, 1, "t"), provider=stopping, on_result=keep)
+    assert reported == {}
+    # When it stopped, the requests it had done are reported (completed only)
+    cancel_lane_job(job, provider=provider)
+    assert collect_cancelled_job(job, provider=provider, on_result=keep)
+    assert reported == dict.fromkeys(range(8), "completed")
+    # And a job the vendor no longer knows has ended, with nothing more to report
+    reported.clear()
+    assert collect_cancelled_job(job, provider=provider, on_result=keep) and reported == {}
 
 
 def test_a_simulated_vendor_forgets_a_job_once_its_results_are_downloaded() -> None:

@@ -19,7 +19,9 @@ the markers look at the attempt. Markers, anywhere in the request input:
 - `[simulate:stuck_batch]`: a vendor batch job holding it never finishes: it reports
   `in_progress` with 40 % of its requests done (STUCK_DONE_PERCENT; the setting
   `simulated_stuck_batch_percent`) until it is cancelled
-  (a late vendor: deadline rescue, docs/batches.md).
+  (a late vendor: deadline rescue, docs/batches.md). A cancelled job keeps the results of
+  the requests it had done (the first ones), as OpenAI leaves a cancelled batch's partial
+  results in its output file.
 
 A chat item whose tool_choice forces a function call (`required`: its first function, or one
 named) is answered with that call, empty arguments (`{}`), finish_reason `tool_calls`; a
@@ -47,7 +49,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
@@ -514,6 +516,7 @@ class _Job:
     requests: tuple[base.ProviderRequest, ...]
     submitted_at: datetime
     cancelled: bool = False
+    finished_before_cancel: int = 0  # the requests done when it was cancelled: its results
     failed_count: int | None = None  # counted once, when the job first reports completed
     stuck: bool = False  # [simulate:stuck_batch]: in_progress at STUCK_DONE_PERCENT until cancelled
 
@@ -567,7 +570,7 @@ class SimulatedBatchApiProvider:
         job = self._job(job_id)
         total = len(job.requests)
         if job.cancelled:
-            return base.JobStatus(state="cancelled", total=total)
+            return base.JobStatus(state="cancelled", total=total, completed_count=job.finished_before_cancel)
         if job.stuck:
             return base.JobStatus(
                 state="in_progress", total=total, completed_count=total * self.config.stuck_percent // 100
@@ -586,8 +589,8 @@ class SimulatedBatchApiProvider:
     def results(self, job_id: str) -> Iterator[base.ProviderResult]:
         job = self._job(job_id)
         state = self.poll(job_id).state
-        if state == "cancelled":
-            return iter(())
+        if state == "cancelled":  # what it finished before, as a vendor leaves partial results
+            return self._download(job_id, replace(job, requests=job.requests[: job.finished_before_cancel]))
         if state != "completed":
             raise base.TransientProviderError(f"batch job {job_id} is still {state}", code="job_not_finished")
         return self._download(job_id, job)
@@ -603,8 +606,9 @@ class SimulatedBatchApiProvider:
 
     def cancel(self, job_id: str) -> None:
         job = self._job(job_id)
-        if self.poll(job_id).state != "completed":
-            job.cancelled = True
+        status = self.poll(job_id)
+        if status.state != "completed" and not job.cancelled:
+            job.cancelled, job.finished_before_cancel = True, status.completed_count
 
     def _job(self, job_id: str) -> _Job:
         with _JOBS_LOCK:

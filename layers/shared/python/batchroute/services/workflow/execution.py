@@ -95,6 +95,7 @@ from batchroute.services.workflow.runner import (
     LaneOutcome,
     SyncRemainder,
     cancel_lane_job,
+    collect_cancelled_job,
     run_lane_batch_job,
     run_lane_items,
 )
@@ -353,7 +354,9 @@ class LaneExecutor:
                 return _ChunkEnd("continue")
             state = self.records.state(batch_id)
             if state in TERMINAL:
-                self._cancel_rest(batch, lane, str(state))
+                if not self._collect_stopped_job(batch_id, lane, number, position, offsets[number]):
+                    return _ChunkEnd("continue", delay_seconds=int(self.registry.batch_poll_interval_seconds))
+                self._cancel_rest(batch, self._reload(batch_id, lane), str(state))
                 return _ChunkEnd("done")
             if fail_with is None and (rescue := self._rescue_between(lane, number, position, invocation)):
                 return _ChunkEnd("rescue", chunk=_Chunk(number, position, offsets[number], []), rescue=rescue)
@@ -734,6 +737,29 @@ class LaneExecutor:
             logger.warning(
                 "could not cancel the vendor job", extra={"lane_key": lane.lane_key}, exc_info=True
             )
+
+    def _collect_stopped_job(
+        self, batch_id: str, lane: LaneRecord, number: int, position: int, first_ordinal: int
+    ) -> bool:
+        """The batch ended while the lane's vendor job ran this chunk: the job is cancelled
+        at the vendor, then polled (False: still stopping, poll again later) until it ended;
+        what it finished before it stopped is kept as the chunk's answers (work in flight at
+        the cancel is delivered and charged, as a sync lane's started chunk is: docs/batches.md,
+        "Cancel, to the end"), and the job is let go. True at once without a job."""
+        job = lane.job if lane.job_chunk == number else None
+        if job is None:
+            return True
+        self._cancel_job(lane, job)
+        chunk = self._load_chunk(batch_id, lane, number, position, first_ordinal)
+
+        def keep(seq: int, result: ProviderResult, attempts: int) -> None:
+            chunk.results[seq] = result_line(seq, chunk.customer_id(seq), result, attempts, lane)
+
+        provider = self.registry.batch_api(lane.provider)
+        if not collect_cancelled_job(job, provider=provider, on_result=keep):
+            return False
+        self._keep_job(batch_id, lane.lane_key, chunk, None)  # the answers kept, the job let go
+        return True
 
     def _cancel_rest(self, batch: BatchRecord, lane: LaneRecord, state: str) -> None:
         """The batch ended while this lane had work left: a half-done chunk keeps its results

@@ -769,6 +769,32 @@ class _BatchLaneRun:
         return self.submit_next_part()
 
 
+def collect_cancelled_job(job: SubmittedJob, *, provider: BatchApiProvider, on_result: OnResult) -> bool:
+    """A running job the batch's cancel stopped (the caller asked the vendor to cancel it):
+    polled once. True once it ended, what it finished before it stopped reported (`on_result`,
+    completed answers only: work in flight at the cancel is delivered and charged, the rest
+    of its items count as canceled); False while the vendor is still stopping it. A job the
+    vendor no longer knows, or whose results cannot be read, ended with nothing to report."""
+    try:
+        status = provider.poll(job.job_id)
+    except UnknownJob:
+        return True
+    except (TransientProviderError, ProviderUnavailable):
+        return False
+    if not status.terminal:
+        return False
+    try:
+        for result in provider.results(job.job_id):
+            seq = seq_of(result.custom_id)
+            if seq is not None and result.status == "completed":
+                on_result(seq, result, job.attempt)
+    except (TransientProviderError, ProviderUnavailable):
+        return False  # read again at the next poll (the answers are keyed by seq)
+    except (UnknownJob, PermanentProviderError) as exc:
+        logger.warning("the cancelled %s job's results could not be read (%s)", provider.slug, exc)
+    return True
+
+
 def cancel_lane_job(job: SubmittedJob, *, provider: BatchApiProvider) -> None:
     """Best-effort cancel of a running job (batch cancel); a forgotten job is fine."""
     try:
