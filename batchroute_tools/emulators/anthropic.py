@@ -11,7 +11,8 @@ Routes (under the vendor's prefix, `/anthropic` by default):
     POST /v1/messages/batches                a `message_batch`, in_progress
     GET  /v1/messages/batches/{id}           in_progress for the configured time, then ended
     GET  /v1/messages/batches/{id}/results   JSON Lines: {custom_id, result: {type, ...}}
-    POST /v1/messages/batches/{id}/cancel    canceling; ended on the next look, every request canceled
+    POST /v1/messages/batches/{id}/cancel    canceling; ended on the next look: the requests
+                                             processed by then with results, the rest canceled
 
 Bodies follow Anthropic's API reference; tests parse every answer with the official SDK's
 types (`anthropic.types`), so the emulator cannot drift from them. Every request is checked
@@ -585,21 +586,29 @@ class AnthropicEmulator:
         return found
 
     def _advance(self, batch: _Batch) -> None:
-        """Run the batch as far as the clock says: a cancel ends it at the next look (every
-        request canceled); otherwise it ends once `batch_seconds` have passed."""
+        """Run the batch as far as the clock says: a cancel ends it at the next look, the
+        requests it had processed by then (its share of `batch_seconds` elapsed, in order)
+        with their results and the rest `canceled`, as Anthropic ends a canceled batch;
+        otherwise it ends once `batch_seconds` have passed."""
         with self._lock:
             if batch.ended_at is not None:
                 return
             now = self.clock()
+            seconds = self.behaviour.config.batch_seconds
             canceled = batch.cancel_initiated_at is not None
-            if not canceled and now - batch.created_at < self.behaviour.config.batch_seconds:
+            if not canceled and now - batch.created_at < seconds:
                 return
+            total = sum(batch.counts.values())
+            processed = total
+            if batch.cancel_initiated_at is not None and seconds:
+                share = min(1.0, (batch.cancel_initiated_at - batch.created_at) / seconds)
+                processed = int(total * share)
             batch.counts = _counts()
             results = self.spool.path(f"{batch.id}-results")
             with results.open("wb") as out:
-                for raw in Spool.lines(batch.requests):
+                for index, raw in enumerate(Spool.lines(batch.requests)):
                     entry = json.loads(raw)
-                    if canceled:
+                    if index >= processed:
                         custom_id, result, malformed = str(entry["custom_id"]), {"type": "canceled"}, False
                     else:
                         custom_id, result, malformed = self._result(entry)

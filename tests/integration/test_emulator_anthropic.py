@@ -929,3 +929,27 @@ def test_a_forced_call_in_a_message_batch(batches: AnthropicBatches) -> None:
     [result] = batches.results(job)
     assert result.output is not None and result.output["finish_reason"] == "tool_calls"
     assert [c["function"] for c in result.output["tool_calls"]] == [{"name": "get_time", "arguments": "{}"}]
+
+
+def test_a_batch_canceled_halfway_keeps_the_results_it_had_processed() -> None:
+    # Given a batch of 4 requests, canceled half way through its time (a clock moved by hand)
+    now = [1_700_000_000.0]
+    emu = AnthropicEmulator(Behaviour(EmulatorConfig(batch_seconds=60.0)), clock=lambda: now[0])
+    server = EmulatorServer([emu.vendor]).start()
+    try:
+        endpoint = ProviderEndpoint(
+            "anthropic", "anthropic", server.base_url + "/anthropic", output_limits=LIMITS
+        )
+        batches = make_batch(endpoint, "sk-ant-test")
+        job = batches.submit([ask(say(f"Question {n}"), custom_id=f"seq-{n}") for n in range(4)])
+        now[0] += 30
+        batches.cancel(job)
+        now[0] += 1
+        # Then it ends with the two requests processed before the cancel answered, as Anthropic
+        # ends a canceled batch, and the other two canceled
+        assert batches.poll(job).terminal
+        results = {r.custom_id: r for r in batches.results(job)}
+        assert [k for k, r in sorted(results.items()) if r.status == "completed"] == ["seq-0", "seq-1"]
+        assert {results[k].error.code for k in ("seq-2", "seq-3")} == {"batch_request_canceled"}  # type: ignore[union-attr]
+    finally:
+        server.stop()
