@@ -272,6 +272,9 @@ class AnthropicEmulator:
         system = body.get("system")
         turns: list[Mapping[str, Any]] = [{"role": "system", "content": system}] if system else []
         turns.extend(m for m in body.get("messages") or [] if isinstance(m, Mapping))
+        config = body.get("output_config")
+        fmt = config.get("format") if isinstance(config, Mapping) else None
+        schema = fmt.get("schema") if isinstance(fmt, Mapping) else None
         return Work(
             self.provider,
             str(body.get("model")),
@@ -280,6 +283,7 @@ class AnthropicEmulator:
             max_tokens=int(body.get("max_tokens") or 1),
             stream=bool(body.get("stream")),
             stops=stop_sequences(body.get("stop_sequences")),
+            answer_schema=schema if isinstance(schema, Mapping) else None,  # structured outputs
         )
 
     def answer(self, body: Mapping[str, Any], work: Work) -> Answer:

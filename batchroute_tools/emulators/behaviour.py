@@ -166,6 +166,9 @@ class Work:
     stream: bool = False
     dimensions: int | None = None  # embeddings: the floats a vector has (None: EMBEDDING_DIMENSIONS)
     stops: tuple[str, ...] = ()  # chat: the stop sequences the request gives (the vendor's own key)
+    # chat asking for structured output: the JSON Schema the answer keeps to ({}: any JSON
+    # object, JSON mode); None: free text
+    answer_schema: Mapping[str, Any] | None = None
 
     @property
     def input_tokens(self) -> int:
@@ -318,6 +321,8 @@ class Behaviour:
             COMPLETION_BASE_TOKENS + int.from_bytes(digest[:8], "big") % COMPLETION_SPREAD_TOKENS
         )
         limit = max(1, work.max_tokens)
+        if work.answer_schema is not None:
+            return self._structured(work, digest, limit)
         prefix = ["Simulated", "answer", "from", f"{work.provider}/{work.model}:"]
         body = [
             _WORDS[b % len(_WORDS)] for b in hashlib.shake_256(digest).digest(max(0, natural - len(prefix)))
@@ -332,6 +337,16 @@ class Behaviour:
         finish: Finish = "length" if natural > limit else "stop"
         answer = Answer(pieces, finish, prompt_tokens(work.messages), len(pieces), (), digest[:12].hex())
         return cut_at_stop(answer, work.stops)
+
+    def _structured(self, work: Work, digest: bytes, limit: int) -> Answer:
+        """A structured-output answer: a JSON document valid under the request's schema
+        (`schema_example`), as a vendor's constrained decoding gives one, in pieces of four
+        characters (a token each); cut at the output limit (finish `length`) as a vendor's is."""
+        text = json.dumps(schema_example(work.answer_schema or {}), separators=(",", ":"))
+        pieces = tuple(text[i : i + 4] for i in range(0, len(text), 4))
+        finish: Finish = "length" if len(pieces) > limit else "stop"
+        pieces = pieces[:limit]
+        return Answer(pieces, finish, prompt_tokens(work.messages), len(pieces), (), digest[:12].hex())
 
     def vector(self, work: Work, text: str) -> tuple[float, ...]:
         """A unit vector of `work.dimensions` floats (EMBEDDING_DIMENSIONS by default) from a
@@ -369,3 +384,47 @@ def prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
             else:
                 text.append(part)
     return tokens.prompt_tokens(text_bytes=tokens.value_bytes(text), messages=len(listed), images=images)
+
+
+def schema_example(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
+    """A deterministic JSON value valid under `schema` (the subset structured outputs use:
+    types, properties, items, enum, const, anyOf / oneOf, local `$ref`s, minimum, minLength,
+    minItems), what the emulators answer a structured-output request with: `{}` (JSON mode)
+    is an empty object. Gemini's OpenAPI subset writes its types in capitals."""
+    root = schema if root is None else root
+    if depth > 32 or not isinstance(schema, Mapping):
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        return schema_example(target or {}, root, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            return schema_example(options[0], root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if str(k).lower() != "null"), "null")
+    kind = str(kind).lower() if kind is not None else ("object" if "properties" in schema else None)
+    if kind == "object" or kind is None:
+        properties = schema.get("properties")
+        fields = properties if isinstance(properties, Mapping) else {}
+        return {str(name): schema_example(sub, root, depth + 1) for name, sub in fields.items()}
+    if kind == "array":
+        count = max(1, int(schema.get("minItems") or 0))
+        return [schema_example(schema.get("items") or {}, root, depth + 1) for _ in range(count)]
+    if kind == "string":
+        return "simulated".ljust(int(schema.get("minLength") or 0), "x")
+    if kind in ("integer", "number"):
+        least = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        value = least + 1 if "exclusiveMinimum" in schema and "minimum" not in schema else least
+        return int(value) if kind == "integer" else value
+    if kind == "boolean":
+        return False
+    return None

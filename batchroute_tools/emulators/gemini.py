@@ -331,6 +331,8 @@ class GeminiEmulator:
             role = "assistant" if content.get("role") == "model" else "user"
             messages.append({"role": role, "content": _message_content(content.get("parts"))})
         config = _mapping(body.get("generationConfig"))
+        schema = _mapping(config.get("responseJsonSchema") or config.get("responseSchema"))
+        json_out = config.get("responseMimeType") == "application/json"
         return Work(
             self.provider,
             model,
@@ -339,6 +341,7 @@ class GeminiEmulator:
             max_tokens=int(config.get("maxOutputTokens") or 8192),
             stream=stream,
             stops=stop_sequences(config.get("stopSequences")),
+            answer_schema=schema if json_out else None,  # JSON out: the schema, or any object
         )
 
     def generate(self, request: Request) -> Reply:

@@ -226,6 +226,17 @@ def parsed_body(request: Request) -> Any | Reply:
         return error_reply(400, UNPARSED_BODY, kind="invalid_request_error")
 
 
+def _answer_schema(fmt: object, holder: object) -> Mapping[str, Any] | None:
+    """The schema a structured-output format asks the answer to keep to (`holder` holds it:
+    the format itself on the Responses API, its `json_schema` on Chat Completions); {} for
+    JSON mode; None for text."""
+    kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if kind == "json_object":
+        return {}
+    schema = holder.get("schema") if isinstance(holder, Mapping) else None
+    return schema if kind == "json_schema" and isinstance(schema, Mapping) else None
+
+
 def _base64_floats(vector: Sequence[float]) -> str:
     return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
 
@@ -369,6 +380,8 @@ class OpenAIEmulator:
                 dimensions=dimensions if _token_id(dimensions) else None,
             )
         if path.endswith("/responses"):
+            text = body.get("text")
+            fmt = text.get("format") if isinstance(text, Mapping) else None
             return Work(
                 self.provider,
                 str(body.get("model")),
@@ -376,8 +389,10 @@ class OpenAIEmulator:
                 messages=openai_responses.work_messages(body),
                 max_tokens=int(body.get("max_output_tokens") or 4096),
                 stream=bool(body.get("stream")),
+                answer_schema=_answer_schema(fmt, fmt),
             )
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
+        fmt = body.get("response_format")
         return Work(
             self.provider,
             str(body.get("model")),
@@ -386,6 +401,7 @@ class OpenAIEmulator:
             max_tokens=int(limit),
             stream=bool(body.get("stream")),
             stops=stop_sequences(body.get("stop")),
+            answer_schema=_answer_schema(fmt, fmt.get("json_schema") if isinstance(fmt, Mapping) else None),
         )
 
     def refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import anthropic
 import httpx
+import jsonschema
 import pytest
 from anthropic.types import Message, MessageParam, ModelInfo, RawMessageStreamEvent
 from anthropic.types.message_create_params import MessageCreateParamsBase
@@ -953,3 +954,19 @@ def test_a_batch_canceled_halfway_keeps_the_results_it_had_processed() -> None:
         assert {results[k].error.code for k in ("seq-2", "seq-3")} == {"batch_request_canceled"}  # type: ignore[union-attr]
     finally:
         server.stop()
+
+
+def test_structured_output_is_answered_with_json_valid_under_its_schema(
+    sync: AnthropicMessages,
+) -> None:
+    schema = next(p for p in builtin_catalog().workflow_products if p.slug == "pii-redaction").output_schema
+    fmt = {"type": "json_schema", "json_schema": {"name": "redacted", "schema": schema}}
+    answer = sync.complete(
+        ask(
+            "Redact",
+            max_output_tokens=4096,
+            input={"messages": [{"role": "user", "content": "Redact"}], "response_format": fmt},
+        )
+    )
+    assert answer.output is not None
+    jsonschema.validate(json.loads(answer.output["content"]), schema)

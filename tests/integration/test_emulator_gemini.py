@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pydantic
 import pytest
 from google import genai
@@ -25,6 +26,7 @@ from google.genai import batches as sdk_batches
 from google.genai import errors as sdk_errors
 from google.genai import types
 
+from batchroute.catalog import builtin_catalog
 from batchroute.providers.base import (
     PermanentProviderError,
     ProviderRequest,
@@ -938,3 +940,19 @@ def test_a_forced_call_comes_back_through_the_adapter(stack: Stack, choice: Any)
     assert end.result.output["finish_reason"] == "tool_calls"
     assert [c["function"] for c in end.result.output["tool_calls"]] == [call["function"]]
     assert end.usage == whole.usage
+
+
+def test_structured_output_is_answered_with_json_valid_under_its_schema(stack: Stack) -> None:
+    schema = next(
+        p for p in builtin_catalog().workflow_products if p.slug == "document-summary"
+    ).output_schema
+    fmt = {"type": "json_schema", "json_schema": {"name": "summary", "schema": schema}}
+    answer = stack.sync().complete(
+        item({"input": "Summarize", "response_format": fmt}, max_output_tokens=4096)
+    )
+    assert answer.output is not None
+    jsonschema.validate(json.loads(answer.output["content"]), schema)
+    json_mode = stack.sync().complete(
+        item({"input": "Summarize as JSON", "response_format": {"type": "json_object"}})
+    )
+    assert json_mode.output is not None and json.loads(json_mode.output["content"]) == {}

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 import httpx
+import jsonschema
 import openai
 import pytest
 from openai.types import Batch, CreateEmbeddingResponse, FileObject
@@ -32,6 +33,7 @@ from openai.types.responses.response_create_params import (
 )
 from pydantic import TypeAdapter
 
+from batchroute.catalog import builtin_catalog
 from batchroute.config import Settings
 from batchroute.providers.base import (
     PermanentProviderError,
@@ -858,3 +860,23 @@ def test_the_share_a_stuck_batch_reports_done_is_a_setting() -> None:
         assert Settings().simulated_stuck_batch_percent == 40
     finally:
         server.stop()
+
+
+TICKET = next(p for p in builtin_catalog().workflow_products if p.slug == "ticket-classification")
+
+
+def test_structured_output_is_answered_with_json_valid_under_its_schema(
+    server: EmulatorServer,
+) -> None:
+    # as constrained decoding answers one (docs/emulators.md): local mode parses real JSON
+    fmt = {"type": "json_schema", "json_schema": {"name": "ticket", "schema": TICKET.output_schema}}
+    chat = make_sync(endpoint(server), "sk-local")
+    for given in (
+        request("Classify", response_format=fmt),
+        request("Classify", response_format=fmt, tools=[WEB_SEARCH]),
+    ):
+        answer = chat.complete(replace(given, max_output_tokens=4096))
+        assert answer.output is not None
+        jsonschema.validate(json.loads(answer.output["content"]), TICKET.output_schema)
+    json_mode = chat.complete(request("Classify", response_format={"type": "json_object"}))
+    assert json_mode.output is not None and json.loads(json_mode.output["content"]) == {}
