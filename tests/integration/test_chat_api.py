@@ -117,6 +117,14 @@ def test_a_direct_receipt_names_the_lanes_not_chosen_and_the_answers_cost(
     assert outranked and all(
         ran["lane_id"] in r["message"] and r["reasons"] == ["outranked"] for r in outranked
     )
+    # And every lane carries its data/privacy proof as the plan saw it (as a batch receipt's)
+    for lane in [ran, *rejected]:
+        proof = lane["proof"]
+        provider = builtin_catalog().provider(lane["provider"])
+        assert provider is not None and proof["provider"] == lane["provider"]
+        assert proof["privacy_tiers"] == list(provider.privacy_tiers)
+        assert proof["zero_data_retention"] == (provider.data_retention_days == 0)
+        assert proof["catalog_version"] == builtin_catalog().version
 
 
 def test_a_direct_request_no_lane_answered_keeps_the_plans_refusals_on_its_receipt(

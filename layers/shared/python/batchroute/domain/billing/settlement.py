@@ -162,6 +162,7 @@ class DirectReceiptLane(TypedDict):
     usage: Mapping[str, object]  # domain/workflow/results.py:LineUsage
     unit_prices: dict[str, str]  # direct prices (services/chat/direct.py:direct_unit_prices)
     cost: MoneyView  # what the answer cost at them: the charge
+    proof: NotRequired[LaneProofView | None]  # the lane's data/privacy proof as the plan saw it
 
 
 class DirectReceipt(TypedDict):

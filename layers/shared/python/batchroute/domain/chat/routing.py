@@ -32,7 +32,7 @@ from typing import Final, NotRequired, TypedDict
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
 from batchroute.domain.catalog.pricing import token_cost, usage_cost
 from batchroute.domain.chat.requests import ChatRequest, ProviderPreferences
-from batchroute.domain.routing.engine import RejectedLane, RejectionView
+from batchroute.domain.routing.engine import LaneProof, RejectedLane, RejectionView, lane_proof
 from batchroute.domain.routing.gates import (
     OUTRANKED,
     GateDetail,
@@ -81,6 +81,7 @@ class DirectLane:
     expected_cost: Decimal  # estimated cost / reliability: the ranking key
     reliability: Decimal
     cuts_output: bool = False  # the lane stops short of the request's max_tokens
+    proof: LaneProof | None = None  # its data/privacy proof as the plan saw it (the receipt's)
 
     @property
     def lane_id(self) -> str:
@@ -131,12 +132,13 @@ class Rejected:
     message: str
     details: Mapping[str, GateDetail] = field(default_factory=dict)
     reasons: tuple[str, ...] = ()
+    proof: LaneProof | None = None  # its data/privacy proof as the plan saw it
 
     @classmethod
-    def failing(cls, lane: Lane, failures: Sequence[GateFailure]) -> Rejected:
+    def failing(cls, lane: Lane, failures: Sequence[GateFailure], proof: LaneProof | None = None) -> Rejected:
         first = failures[0]
         codes = tuple(f.code for f in failures)
-        return cls(lane.lane_id, lane.provider, first.code, first.message, first.details, codes)
+        return cls(lane.lane_id, lane.provider, first.code, first.message, first.details, codes, proof)
 
     def to_error(self) -> LaneRejection:
         entry: LaneRejection = {"lane_id": self.lane_id, "code": self.code}
@@ -157,7 +159,7 @@ class Rejected:
             "provider": self.provider,
             "model": model,
             "rejection": rejection,
-            "proof": None,
+            "proof": self.proof.to_api() if self.proof is not None else None,
         }
 
 
@@ -182,6 +184,7 @@ class DirectPlan:
                 OUTRANKED,
                 f"Eligible, but not needed: {answering.lane_id} answered first.",
                 {"selected": [answering.lane_id]},
+                proof=lane.proof,
             )
             for lane in self.lanes[after:]
         )
@@ -215,6 +218,7 @@ def plan_direct(
     rejected: list[Rejected] = []
     for lane in sorted(catalog.lanes_for(request.model), key=lambda lane: lane.lane_id):
         provider = providers.get(lane.provider)
+        proof = lane_proof(catalog, provider, live.get(lane.lane_id), now)
         failures = lane_gate_failures(
             lane,
             provider,
@@ -226,14 +230,18 @@ def plan_direct(
             item_count=1,
         )
         if failures:
-            rejected.append(Rejected.failing(lane, failures))
+            rejected.append(Rejected.failing(lane, failures, proof))
         elif provider is None:
-            rejected.append(Rejected(lane.lane_id, lane.provider, "provider_disabled", _NO_PROVIDER))
+            rejected.append(
+                Rejected(lane.lane_id, lane.provider, "provider_disabled", _NO_PROVIDER, proof=proof)
+            )
         elif prefs.only is not None and lane.provider not in prefs.only:
             message = f"provider_preferences.only leaves {lane.provider} out."
-            rejected.append(Rejected(lane.lane_id, lane.provider, EXCLUDED_BY_PREFERENCES, message))
+            rejected.append(
+                Rejected(lane.lane_id, lane.provider, EXCLUDED_BY_PREFERENCES, message, proof=proof)
+            )
         else:
-            eligible.append(_direct_lane(request, lane, provider, observed.get(lane.lane_id)))
+            eligible.append(_direct_lane(request, lane, provider, observed.get(lane.lane_id), proof))
     eligible = _in_order(eligible, prefs, policy, rejected)
     rejected.sort(key=lambda r: r.lane_id)
     plan = DirectPlan(lanes=tuple(eligible), rejected=tuple(rejected))
@@ -261,18 +269,22 @@ def _in_order(
     )
     if eligible and not prefs.allow_fallbacks:
         cut = "provider_preferences.allow_fallbacks is false: only the first lane is tried."
-        rejected.extend(Rejected(d.lane_id, d.lane.provider, NOT_FIRST_CHOICE, cut) for d in eligible[1:])
+        rejected.extend(
+            Rejected(d.lane_id, d.lane.provider, NOT_FIRST_CHOICE, cut, proof=d.proof) for d in eligible[1:]
+        )
         eligible = eligible[:1]
     if eligible and policy is not None and not policy.chat_fallbacks_allowed:
         cut = "The org's route policy allows chat no fallback lane (chat_fallbacks_allowed: false)."
         rule = {"rule": "chat_fallbacks_allowed"}
-        rejected.extend(Rejected(d.lane_id, d.lane.provider, POLICY_GATE, cut, rule) for d in eligible[1:])
+        rejected.extend(
+            Rejected(d.lane_id, d.lane.provider, POLICY_GATE, cut, rule, proof=d.proof) for d in eligible[1:]
+        )
         eligible = eligible[:1]
     return eligible
 
 
 def _direct_lane(
-    request: ChatRequest, lane: Lane, provider: Provider, record: LaneRecord | None
+    request: ChatRequest, lane: Lane, provider: Provider, record: LaneRecord | None, proof: LaneProof
 ) -> DirectLane:
     limit = lane.max_output_tokens
     asked = request.max_tokens
@@ -296,4 +308,5 @@ def _direct_lane(
         expected_cost=estimate / reliability,
         reliability=reliability,
         cuts_output=asked is not None and asked > limit,
+        proof=proof,
     )

@@ -618,19 +618,27 @@ class _Router:
         )
 
     def _proof(self, provider: Provider | None, live: LaneLive | None) -> LaneProof:
-        return LaneProof(
-            provider=provider.slug if provider else "",
-            provider_kind=provider.kind if provider else "",
-            execution_mode=provider.execution_mode if provider else "",
-            privacy_tiers=provider.privacy_tiers if provider else (),
-            data_retention_days=provider.data_retention_days if provider else None,
-            regions=provider.regions if provider else (),
-            last_heartbeat_at=live.last_heartbeat_at if live else None,
-            heartbeat_age_seconds=heartbeat_age_seconds(live, self.now),
-            remaining_capacity_items=live.remaining_capacity_items if live else None,
-            catalog_version=self.catalog.version,
-            pricing_updated_at=self.catalog.pricing_updated_at,
-        )
+        return lane_proof(self.catalog, provider, live, self.now)
+
+
+def lane_proof(
+    catalog: Catalog, provider: Provider | None, live: LaneLive | None, now: datetime
+) -> LaneProof:
+    """A lane's data/privacy proof as routing saw it at `now`: its provider's facts, its live
+    state, the catalog's version (a batch receipt's and a direct chat receipt's)."""
+    return LaneProof(
+        provider=provider.slug if provider else "",
+        provider_kind=provider.kind if provider else "",
+        execution_mode=provider.execution_mode if provider else "",
+        privacy_tiers=provider.privacy_tiers if provider else (),
+        data_retention_days=provider.data_retention_days if provider else None,
+        regions=provider.regions if provider else (),
+        last_heartbeat_at=live.last_heartbeat_at if live else None,
+        heartbeat_age_seconds=heartbeat_age_seconds(live, now),
+        remaining_capacity_items=live.remaining_capacity_items if live else None,
+        catalog_version=catalog.version,
+        pricing_updated_at=catalog.pricing_updated_at,
+    )
 
 
 def _fill(ranked: list[_Candidate], item_count: int) -> list[_Candidate]:

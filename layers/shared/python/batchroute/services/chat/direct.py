@@ -643,6 +643,7 @@ def direct_receipt(
                 "usage": usage.to_dict(),
                 "unit_prices": direct_unit_prices(price),
                 "cost": charged.to_api(),
+                "proof": lane.proof.to_api() if lane.proof is not None else None,
             }
         ],
         "rejected_lanes": [],
