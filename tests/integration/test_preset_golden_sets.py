@@ -85,6 +85,10 @@ def test_a_preset_version_runs_its_golden_set_and_lists_its_benchmarks(
     ids = [b["regression_id"] for b in listed.json()["data"]]
     assert ids == [again.json()["regression_id"], body["regression_id"]]
     assert listed.json()["data"][1]["lanes"] == body["lanes"]
+    # as the same numbers, floats as they were answered (a score of 0 was read back as an int)
+    first = listed.json()["data"][1]
+    assert [type(lane["score"]) for lane in first["lanes"]] == [float] * len(first["lanes"])
+    assert type(first["threshold"]) is float
 
 
 def test_a_new_version_without_a_golden_set_has_none_to_run(client: TestClient, org: TestOrg) -> None:

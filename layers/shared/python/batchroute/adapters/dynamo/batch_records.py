@@ -18,7 +18,15 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, plain, set_update, to_item, to_value, update_request
+from batchroute.adapters.dynamo.codec import (
+    decimals,
+    from_item,
+    plain,
+    set_update,
+    to_item,
+    to_value,
+    update_request,
+)
 from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.adapters.dynamo.ledger import (
     is_transaction_conflict,
@@ -80,7 +88,7 @@ def lane_values(batch_id: str, lane: LaneRecord) -> dict[str, Any]:
 def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """The META and PLAN items of a batch (plain values, keys included). `deadline_index`
     puts META on the sparse SLA index (gsi2: swept at `deadline_at`) until it is terminal."""
-    values = batch.to_mapping()
+    values = decimals(batch.to_mapping())  # a float (a plan's gate detail: a score) as Decimal
     pk = f"BATCH#{batch.batch_id}"
     meta = {
         "pk": pk,

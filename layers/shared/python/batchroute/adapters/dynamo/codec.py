@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
@@ -41,6 +41,26 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [plain(v) for v in value]
+    return value
+
+
+# The golden-set shares kept as floats (a score, a threshold, a numeric scorer's tolerance):
+# DynamoDB keeps no number's type, so a whole one comes back an int (`plain`); `with_floats`
+# reads them back as the floats they were written as (a score of 1.0, not 1).
+SHARES: Final = frozenset({"score", "threshold", "tolerance"})
+
+
+def with_floats(value: Any, keys: frozenset[str] = SHARES) -> Any:
+    """`value` with each int stored under one of `keys` (at any depth) a float again."""
+    if isinstance(value, Mapping):
+        return {
+            str(k): float(v)
+            if k in keys and isinstance(v, int) and not isinstance(v, bool)
+            else with_floats(v, keys)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [with_floats(v, keys) for v in value]
     return value
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_item, to_value, with_floats
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.presets.golden_sets import RegressionRecord
@@ -119,7 +119,7 @@ class PresetStore(DynamoStore):
             self.table_name, f"ORG#{org_id}", prefix, ScanIndexForward=False, ConsistentRead=True
         )
         return [
-            cast(RegressionRecord, {k: v for k, v in plain(item).items() if k not in _KEYS})
+            cast(RegressionRecord, {k: v for k, v in with_floats(plain(item)).items() if k not in _KEYS})
             for item in self.query_all(request)
         ]
 

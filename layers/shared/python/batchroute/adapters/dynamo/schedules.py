@@ -19,7 +19,16 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any, cast
 
-from batchroute.adapters.dynamo.codec import EXISTS, decimals, from_item, plain, set_update, to_item, to_value
+from batchroute.adapters.dynamo.codec import (
+    EXISTS,
+    decimals,
+    from_item,
+    plain,
+    set_update,
+    to_item,
+    to_value,
+    with_floats,
+)
 from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
@@ -78,8 +87,8 @@ def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
     values["version"] = int(item["version"])
     values["input_source"] = InputSource.from_item(item["input_source"])
     values["batch_options"] = plain(item.get("batch_options") or {})
-    values["golden_set"] = plain(item["golden_set"]) if item.get("golden_set") else None
-    values["exclusions"] = plain(item.get("exclusions") or {})
+    values["golden_set"] = with_floats(plain(item["golden_set"])) if item.get("golden_set") else None
+    values["exclusions"] = with_floats(plain(item.get("exclusions") or {}))
     return Schedule(**values)
 
 
@@ -246,7 +255,8 @@ class ScheduleStore(DynamoStore):
         """One version's regression runs, newest first (without their keys)."""
         found = self._history(schedule_id, f"BENCH#{version:06d}#", newest_first=True, limit=1000)[0]
         return [
-            cast(RegressionRecord, {k: v for k, v in run.items() if k not in ("pk", "sk")}) for run in found
+            cast(RegressionRecord, {k: v for k, v in with_floats(run).items() if k not in ("pk", "sk")})
+            for run in found
         ]
 
     def delete_history(self, schedule_id: str) -> None:
