@@ -68,6 +68,20 @@ def test_a_cookie_write_from_another_origin_is_refused(
     assert "planted" not in _keys(client, org)
 
 
+@pytest.mark.parametrize("blank", ["", " "])
+def test_a_blank_authorization_header_is_no_key_and_no_way_past_the_origin_check(
+    client: TestClient, org: TestOrg, blank: str
+) -> None:
+    # Given a cookie write from another origin that also carries an empty Authorization header
+    # (the origin check lets a request with the header through, as a key's)
+    headers = {**org.session_headers(), "Origin": EVIL, "Authorization": blank}
+    response = client.post(KEYS, json={"label": "planted"}, headers=headers)
+    # Then the header is the credential: a blank one is refused, never the cookie used instead
+    assert response.status_code == 401, response.text
+    assert response.json()["error"]["code"] == "invalid_authorization"
+    assert "planted" not in _keys(client, org)
+
+
 def test_sign_out_from_another_origin_is_refused(client: TestClient, org: TestOrg) -> None:
     cookie = org.session_headers()
     refused = client.delete("/v1/sessions/current", headers={**cookie, "Origin": EVIL})

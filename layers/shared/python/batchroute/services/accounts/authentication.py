@@ -128,8 +128,10 @@ class Authenticator:
         return session
 
     def authenticate(self, *, authorization: str | None, session_cookie: str | None) -> Principal:
-        """A bearer key wins over a cookie; neither gives 401."""
-        if authorization:
+        """A bearer key wins over a cookie; neither gives 401. An `Authorization` header that is
+        there is the credential, even empty: a blank one is 401, never a fall back to the cookie
+        (the cross-site write check lets a request with the header through as a key's)."""
+        if authorization is not None:
             scheme, _, value = authorization.partition(" ")
             if scheme.lower() != "bearer" or not value.strip():
                 raise Unauthenticated("Use 'Authorization: Bearer <API key>'.", code="invalid_authorization")
