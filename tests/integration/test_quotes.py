@@ -322,6 +322,20 @@ def test_a_workflow_inputs_ids_are_checked_as_item_ids(
         assert issues[0]["details"] == {"first_index": 0}
 
 
+def test_a_workflow_quote_names_a_request_field_as_the_request_gives_it(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given valid inputs and a required tool no lane runs
+    ticket = {"ticket": {"body": "The printer is on fire."}, "categories": ["hardware", "billing"]}
+    body = {"product": "ticket-classification", "inputs": [ticket], "required_tools": ["calculator"]}
+    response = client.post("/v1/quotes/workflow", json=body, headers=org.key_headers())
+    # Then the refusal names `required_tools` (not a path mangled into the inputs')
+    assert response.status_code == 400, response.text
+    paths = [issue.get("path") for issue in response.json()["error"]["details"]["preflight"]["errors"]]
+    assert paths and all(p is None or p == "required_tools" or p.startswith("inputs[") for p in paths), paths
+    assert "required_tools" in paths
+
+
 def test_workflow_quote_errors(client: TestClient, org: TestOrg) -> None:
     missing = client.post(
         "/v1/quotes/workflow",

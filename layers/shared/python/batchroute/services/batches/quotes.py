@@ -621,7 +621,9 @@ class QuoteService:
 def _as_input(issue: IssueView) -> IssueView:
     """A workflow item's issue, its path naming the input it was made from (`inputs[i]`)."""
     path = issue.get("path")
-    return {**issue, "path": "inputs" + path.removeprefix("items")} if path else issue
+    if path is None or not path.startswith("items["):
+        return issue  # a field of the request itself (required_tools, ...): named as it is
+    return {**issue, "path": "inputs" + path.removeprefix("items")}
 
 
 def _issues_of(exc: InvalidRequest) -> list[IssueView]:
