@@ -59,6 +59,44 @@ WRITE_REFUSALS: dict[str, str] = {
 WRITE_METHODS = frozenset({"post", "put", "patch", "delete"})
 
 
+# How a caller authenticates (docs/auth.md): a bearer API key, or the console's session cookie.
+SECURITY_SCHEMES: dict[str, Any] = {
+    "apiKey": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key: `Authorization: Bearer brk_...`",
+    },
+    "session": {
+        "type": "apiKey",
+        "in": "cookie",
+        "name": "service_ui_session",
+        "description": "The signed-in session (`POST /v1/auth/login`); some routes take only this",
+    },
+}
+
+
+def _describe_security(paths: dict[str, Any]) -> None:
+    """Every operation that can answer 401 takes a key or the session; the others are public
+    (`security: []`)."""
+    for item in paths.values():
+        for operation in item.values():
+            needs = "401" in operation.get("responses", {})
+            operation["security"] = [{"apiKey": []}, {"session": []}] if needs else []
+
+
+def _compat_server_errors(paths: dict[str, Any]) -> None:
+    """The vendor-compatible surface answers its 500 and 503 in the vendor's error shape too
+    (functions/api/errors.py), whatever the app-wide defaults say."""
+    vendor = {"application/json": {"schema": {"$ref": COMPONENT_REF.format(model="VendorErrorEnvelope")}}}
+    for path, item in paths.items():
+        if not path.startswith("/v1/compat/"):
+            continue
+        for operation in item.values():
+            for status in ("500", "503"):
+                if status in operation.get("responses", {}):
+                    operation["responses"][status]["content"] = vendor
+
+
 def _add_write_refusals(paths: dict[str, Any]) -> None:
     for path, item in paths.items():
         envelope = "VendorErrorEnvelope" if path.startswith("/v1/compat/") else "ErrorEnvelope"
@@ -102,6 +140,9 @@ def document(app: FastAPI) -> dict[str, Any]:
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
     _add_write_refusals(schema.get("paths", {}))
+    _compat_server_errors(schema.get("paths", {}))
     _describe_idempotency_keys(schema.get("paths", {}))
+    _describe_security(schema.get("paths", {}))
+    schema["components"]["securitySchemes"] = SECURITY_SCHEMES
     _add_referenced(components)
     return schema

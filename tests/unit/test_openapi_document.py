@@ -131,3 +131,39 @@ def test_every_2xx_answer_has_a_schema_or_a_declared_content_type(method: str, p
             schema = described.get("schema") or {}
             assert media_type == JSON, f"{method} {path} {status}: unexpected {media_type}"
             assert not _is_untyped(schema), f"{method} {path} {status}: the JSON answer has no schema"
+
+
+def test_the_document_says_how_each_operation_authenticates() -> None:
+    # A bearer key or the session cookie (docs/auth.md): generated clients attach the key
+    schemes = _document()["components"]["securitySchemes"]
+    assert schemes["apiKey"] == {**schemes["apiKey"], "type": "http", "scheme": "bearer"}
+    assert (schemes["session"]["in"], schemes["session"]["name"]) == ("cookie", "service_ui_session")
+    operations = {(method, path): operation for method, path, operation in _operations()}
+    assert operations[("get", "/v1/health")]["security"] == []  # public
+    assert operations[("get", "/v1/catalog/models")]["security"] == []
+    keyed = [{"apiKey": []}, {"session": []}]
+    assert operations[("post", "/v1/batches")]["security"] == keyed
+    assert operations[("get", "/v1/compat/v1/batches/{batch_id}")]["security"] == keyed
+    # every operation that can answer 401 names both ways; none that cannot names any
+    for (method, path), operation in operations.items():
+        assert bool(operation["security"]) == ("401" in operation["responses"]), (method, path)
+
+
+def test_the_vendor_compatible_surface_documents_its_own_error_shape_and_codes() -> None:
+    vendor = "#/components/schemas/VendorErrorEnvelope"
+    for method, path, operation in _operations():
+        if path.startswith("/v1/compat/"):
+            for status in ("500", "503"):
+                if status in operation["responses"]:
+                    assert operation["responses"][status]["content"][JSON]["schema"]["$ref"] == vendor, (
+                        method,
+                        path,
+                        status,
+                    )
+    cancel = dict(_operations_by_key())[("post", "/v1/compat/v1/batches/{batch_id}/cancel")]
+    assert "409" in cancel["responses"]  # batch_not_cancellable
+
+
+def _operations_by_key() -> Iterator[tuple[tuple[str, str], dict[str, Any]]]:
+    for method, path, operation in _operations():
+        yield (method, path), operation

@@ -63,6 +63,11 @@ def get_batch(batch_id: str, principal: Reader, batches: CompatBatchesDep) -> Ve
     return batches.get(principal, batch_id)
 
 
-@router.post("/batches/{batch_id}/cancel", response_model=VendorBatch, summary="Cancel (best effort)")
+@router.post(
+    "/batches/{batch_id}/cancel",
+    response_model=VendorBatch,
+    summary="Cancel (best effort)",
+    responses=compat_errors_doc({409: "The batch has ended: nothing to cancel (`batch_not_cancellable`)"}),
+)
 def cancel_batch(batch_id: str, principal: Creator, batches: CompatBatchesDep) -> VendorBatchView:
     return batches.cancel(principal, batch_id)
