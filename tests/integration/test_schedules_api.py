@@ -435,6 +435,26 @@ def customer() -> Iterator[CustomerS3]:
         yield server
 
 
+def test_only_a_caller_who_may_manage_delivery_targets_points_a_schedule_at_one(
+    client: TestClient, org: TestOrg, customer: CustomerS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the org's delivery target (registered by an owner)
+    monkeypatch.setenv("ALLOW_LOOPBACK_WEBHOOKS", "1")
+    get_settings.cache_clear()
+    target = client.post("/v1/delivery-targets", json=customer.target_body(), headers=org.key_headers())
+    assert target.status_code == 201, target.text
+    source = {"type": "bucket_prefix", "delivery_target_id": target.json()["id"], "prefix": "inputs/"}
+    body = {"name": "from the bucket", "expression": "rate(1 hour)", "input_source": source}
+    # When a member (who may make schedules, not manage targets) points a schedule at it
+    refused = client.post("/v1/schedules", json=body, headers=org.key_headers("member"))
+    # Then it is refused: reading the org's bucket is the target's power (docs/schedules.md)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["code"] == "permission_denied"
+    assert refused.json()["error"]["details"]["permission"] == "delivery:manage"
+    # while an admin may
+    assert client.post("/v1/schedules", json=body, headers=org.key_headers("admin")).status_code == 201
+
+
 def test_a_bucket_prefix_source_reads_every_input_file_under_it(
     client: TestClient, org: TestOrg, clock: FixedClock, customer: CustomerS3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
