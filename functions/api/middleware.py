@@ -7,6 +7,7 @@ Pure ASGI rather than BaseHTTPMiddleware so streamed answers pass through unbuff
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batchroute.config import Settings
 from batchroute.domain.accounts.accounts import SESSION_COOKIE
+from batchroute.domain.batches.files import JSONL_MEDIA_TYPES
 from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, has_lone_surrogate, nests_deeper_than
 from batchroute.errors import Forbidden, InvalidRequest, PayloadTooLarge, ServiceError
 from batchroute.observability import invocation_keys, logger
@@ -191,7 +193,13 @@ def _value(setting: T | Callable[[], T]) -> T:
     return setting() if callable(setting) else setting
 
 
-_UPLOAD_TYPES = frozenset(
+# The routes that take a file's bytes, streamed (never held whole): a body there in a file's
+# type (every JSON Lines type the upload takes, or multipart) is the upload's to check
+# (docs/files.md: its own size limit, line errors), not a JSON body's.
+_UPLOAD_ROUTES = re.compile(r"^/v1/(files|compat/v1/files|compat/v1/uploads/[^/]+/parts)$")
+_UPLOAD_TYPES = JSONL_MEDIA_TYPES | {"multipart/form-data"}
+# What a route reading its own JSON body refuses outright (a file's bytes, not JSON).
+_FILE_TYPES = frozenset(
     {"multipart/form-data", "application/octet-stream", "application/jsonl", "application/x-ndjson"}
 )
 
@@ -204,10 +212,9 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
 
 
 async def json_body(request: Request) -> object:
-    """The JSON body of a route that reads its own. JsonBodyGuard checks only bodies that are
-    not uploads, so one sent as an upload (multipart, octet-stream, JSON Lines), which it let
-    through unchecked for size and depth, is refused here, not parsed."""
-    if _is_upload(request.scope):
+    """The JSON body of a route that reads its own (JsonBodyGuard checked its size and depth):
+    a body sent as a file (multipart, octet-stream, JSON Lines) is refused, not parsed."""
+    if _media_type(request.scope) in _FILE_TYPES:
         raise InvalidRequest(
             "The request body must be JSON, sent with Content-Type: application/json.", code="invalid_json"
         )
@@ -218,8 +225,18 @@ async def json_body(request: Request) -> object:
 
 
 def _is_upload(scope: Scope) -> bool:
+    """A file's bytes sent to a route that takes them (POST, `_UPLOAD_ROUTES`, a file's type)."""
+    path = str(scope.get("path", ""))
+    return (
+        scope.get("method") == "POST"
+        and bool(_UPLOAD_ROUTES.match(path))
+        and _media_type(scope) in _UPLOAD_TYPES
+    )
+
+
+def _media_type(scope: Scope) -> str:
     content_type = (_header(scope, b"content-type") or b"").decode("latin-1")
-    return content_type.split(";", 1)[0].strip().lower() in _UPLOAD_TYPES
+    return content_type.split(";", 1)[0].strip().lower()
 
 
 def _content_length(scope: Scope) -> int | None:

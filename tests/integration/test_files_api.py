@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.aws import client as aws_client
 from batchroute.config import get_settings
+from batchroute.domain.batches.files import JSONL_MEDIA_TYPES
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -118,6 +119,20 @@ def test_a_raw_jsonl_body_is_accepted_with_an_optional_filename(
     assert unnamed.status_code == 201, unnamed.text
     assert unnamed.json()["file"]["filename"] == "upload.jsonl"
     assert unnamed.json()["file"]["content_type"] == "application/x-ndjson"
+
+
+@pytest.mark.parametrize("content_type", sorted(JSONL_MEDIA_TYPES))
+def test_every_jsonl_type_the_upload_takes_is_checked_as_a_file(
+    client: TestClient, auth: dict[str, str], content_type: str
+) -> None:
+    # Given a raw upload whose second line nests deeper than a JSON body may, in each JSON Lines
+    # type the upload takes (the JSON body check held some of them as a whole JSON body)
+    deep = b'{"a": ' + b"[" * 80 + b"]" * 80 + b"}\n"
+    response = client.post("/v1/files", content=GOOD + deep, headers={**auth, "Content-Type": content_type})
+    # Then it is the same file every time: stored, that line an error of its own
+    assert response.status_code == 201, response.text
+    file = response.json()["file"]
+    assert file["status"] == "error" and [e["code"] for e in file["errors"]] == ["invalid_json"]
 
 
 def test_malformed_lines_are_stored_as_an_error_file(client: TestClient, auth: dict[str, str]) -> None:

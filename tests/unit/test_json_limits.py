@@ -71,8 +71,10 @@ class _App:
         await send({"type": "http.response.body", "body": b""})
 
 
-def _run(guard: JsonBodyGuard, chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> list[Any]:
-    scope = {"type": "http", "method": "POST", "path": "/v1/batches", "headers": headers}
+def _run(
+    guard: JsonBodyGuard, chunks: list[bytes], headers: list[tuple[bytes, bytes]], path: str = "/v1/batches"
+) -> list[Any]:
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
     pending = [
         {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)
     ]
@@ -105,10 +107,15 @@ def test_a_good_body_reaches_the_app_whole_and_uploads_pass_untouched() -> None:
     app = _App()
     sent = _run(JsonBodyGuard(app, max_bytes=100), [b'{"a":', b" [1]}"], [])
     assert sent[0]["status"] == 204 and app.body == b'{"a": [1]}'
-    upload = _App()
     headers = [(b"content-type", b"multipart/form-data; boundary=x")]
-    _run(JsonBodyGuard(upload, max_bytes=1), [b"[" * 500], headers)
-    assert upload.body == b"[" * 500
+    for path in ("/v1/files", "/v1/compat/v1/files", "/v1/compat/v1/uploads/upload_1/parts"):
+        upload = _App()
+        _run(JsonBodyGuard(upload, max_bytes=1), [b"[" * 500], headers, path)
+        assert upload.body == b"[" * 500, path  # the upload route's own to check
+    # a file's type sent to a route that takes no file is still a body to check
+    elsewhere = _App()
+    sent = _run(JsonBodyGuard(elsewhere, max_bytes=1), [b"[" * 500], headers)
+    assert sent[0]["status"] == 413 and not elsewhere.called
 
 
 def test_too_deep_is_invalid_json_before_the_app() -> None:
