@@ -342,6 +342,9 @@ def test_create_honours_the_idempotency_key(client: TestClient, org: TestOrg) ->
         400,
         "invalid_idempotency_key",
     )
+    # the key is optional: a blank header is none (two such creates make two orders)
+    blanks = [_create(client, org, {"name": "c"}, **{"Idempotency-Key": ""}) for _ in range(2)]
+    assert [b.status_code for b in blanks] == [201, 201] and blanks[0].json()["id"] != blanks[1].json()["id"]
 
 
 def test_listing_filters_by_status_and_reference_with_a_cursor(client: TestClient, org: TestOrg) -> None:

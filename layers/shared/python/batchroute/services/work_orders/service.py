@@ -99,7 +99,9 @@ class WorkOrders:
         """A new, empty work order. An Idempotency-Key (optional) is honoured like batch
         create's: the same key and body replay the first answer, another body is 409."""
         authorize(principal, "batches:create")
-        key = check_idempotency_key(idempotency_key) if idempotency_key is not None else None
+        # optional: a blank header is no key (as on the vendor-compatible surface), not a refusal
+        given = idempotency_key if idempotency_key and idempotency_key.strip() else None
+        key = check_idempotency_key(given) if given is not None else None
         fingerprint = command.request_hash
         if key is not None:
             replay = self._replay(principal.org_id, key, fingerprint)
