@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from batchroute.errors import ErrorKind, ServiceError
 from batchroute.observability import logger
@@ -134,11 +135,26 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     message = exc.detail if isinstance(exc.detail, str) else "Request failed."
     if exc.status_code == 404:
         message = "No such resource."
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
     if is_compat(request):
-        return vendor_error_response(
-            exc.status_code, message, code=code, headers=getattr(exc, "headers", None)
-        )
-    return error_response(exc.status_code, code, message, headers=getattr(exc, "headers", None))
+        return vendor_error_response(exc.status_code, message, code=code, headers=headers)
+    return error_response(exc.status_code, code, message, headers=headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method the path's routes take (RFC 9110: `Allow` lists them all; Starlette names
+    only the first route's when several routes share the path)."""
+    routes = request.app.routes
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)
+    ]
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -67,6 +67,11 @@ def test_wrong_method_is_405_in_the_envelope(client: TestClient) -> None:
     response = client.delete("/v1/health")
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
+    # and Allow names every method of the path (RFC 9110 15.5.6), its routes' all
+    assert response.headers["allow"] == "GET, HEAD"
+    assert client.put("/v1/batches").headers["allow"] == "GET, POST"
+    compat = client.put("/v1/compat/v1/batches")
+    assert compat.status_code == 405 and compat.headers["allow"] == "GET, POST"
 
 
 def test_validation_failure_is_400_with_a_stable_code_and_no_echo(client: TestClient) -> None:
