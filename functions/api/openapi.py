@@ -75,13 +75,55 @@ SECURITY_SCHEMES: dict[str, Any] = {
 }
 
 
+KEY_OR_SESSION: list[dict[str, list[str]]] = [{"apiKey": []}, {"session": []}]
+SESSION: list[dict[str, list[str]]] = [{"session": []}]
+# Routes that authenticate in their own body, not by a dependency the document can read.
+AUTHENTICATING_ITSELF: dict[tuple[str, str], list[dict[str, list[str]]]] = {
+    ("post", "/v1/chat/completions"): KEY_OR_SESSION,  # ChatCaller: a key's cached copy first
+    ("delete", "/v1/sessions/current"): SESSION,  # ends the cookie's own session
+}
+
+
+def route_security() -> dict[tuple[str, str], list[dict[str, list[str]]]]:
+    """(method, path) -> how it authenticates, read from each route's dependencies: a session
+    only (key management, billing controls), a key or the session, or optionally either
+    (`{}` first: none needed); routes without them are public (docs/auth.md)."""
+    from fastapi.routing import APIRoute
+
+    from functions.api import auth
+    from functions.api.lazy_routes import route_modules, router_of
+
+    found = dict(AUTHENTICATING_ITSELF)
+    for module, _ in route_modules():
+        for route in router_of(module).routes:
+            if not isinstance(route, APIRoute):
+                continue
+            calls = {dependant.call for dependant in _dependants(route.dependant)}
+            if auth.session_principal in calls or any(getattr(c, "session_only", False) for c in calls):
+                security = SESSION
+            elif auth.current_principal in calls:
+                security = KEY_OR_SESSION
+            elif auth.optional_principal in calls:
+                security = [{}, *KEY_OR_SESSION]
+            else:
+                continue
+            for method in route.methods or ():
+                found[(method.lower(), route.path)] = security
+    return found
+
+
+def _dependants(dependant: Any) -> Any:
+    yield dependant
+    for sub in dependant.dependencies:
+        yield from _dependants(sub)
+
+
 def _describe_security(paths: dict[str, Any]) -> None:
-    """Every operation that can answer 401 takes a key or the session; the others are public
-    (`security: []`)."""
-    for item in paths.values():
-        for operation in item.values():
-            needs = "401" in operation.get("responses", {})
-            operation["security"] = [{"apiKey": []}, {"session": []}] if needs else []
+    """Each operation's `security` (`route_security`); a public one `[]`."""
+    found = route_security()
+    for path, item in paths.items():
+        for method, operation in item.items():
+            operation["security"] = found.get((method, path), [])
 
 
 def _compat_server_errors(paths: dict[str, Any]) -> None:

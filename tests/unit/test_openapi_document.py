@@ -144,9 +144,17 @@ def test_the_document_says_how_each_operation_authenticates() -> None:
     keyed = [{"apiKey": []}, {"session": []}]
     assert operations[("post", "/v1/batches")]["security"] == keyed
     assert operations[("get", "/v1/compat/v1/batches/{batch_id}")]["security"] == keyed
-    # every operation that can answer 401 names both ways; none that cannot names any
+    # session-only routes name the session alone; optional credentials start with `{}`; the
+    # sign-in and reset answer 401 for a wrong password or token, yet take no credentials
+    assert operations[("post", "/v1/auth/account/api-keys")]["security"] == [{"session": []}]
+    assert operations[("get", "/v1/runtime")]["security"] == [{}, *keyed]
+    assert operations[("post", "/v1/chat/completions")]["security"] == keyed
+    for public in ("/v1/auth/login", "/v1/auth/password/reset", "/v1/auth/register"):
+        assert operations[("post", public)]["security"] == [], public
+    # and every other operation that can answer 401 takes credentials
     for (method, path), operation in operations.items():
-        assert bool(operation["security"]) == ("401" in operation["responses"]), (method, path)
+        if "401" in operation["responses"] and path not in ("/v1/auth/login", "/v1/auth/password/reset"):
+            assert operation["security"], (method, path)
 
 
 def test_the_vendor_compatible_surface_documents_its_own_error_shape_and_codes() -> None:
