@@ -10,6 +10,7 @@ import pytest
 
 from batchroute.adapters.dynamo.codec import from_item, to_item
 from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
+from batchroute.catalog import builtin_catalog
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
 from batchroute.domain.catalog.pricing import CacheTokens
 from batchroute.domain.routing.lane_plan import (
@@ -23,6 +24,7 @@ from batchroute.domain.routing.lane_plan import (
     chunks_for_range,
     failover_candidates,
     failover_record,
+    handover_lanes,
     lane_chunk_count,
     lane_chunk_done,
     lane_chunk_position,
@@ -36,6 +38,7 @@ from batchroute.domain.routing.lane_plan import (
     plan_lanes,
     root_number,
 )
+from batchroute.domain.routing.policy import PriceCap, RoutePolicy
 from batchroute.services.batches.reads import chunk_in_flight
 from bench.capacity import item_size
 
@@ -373,3 +376,33 @@ def test_a_chunk_is_in_flight_once_its_lane_started_it_not_before(state: str) ->
     # and nothing once Finalize wrote the results
     done = replace(batch, artifacts=ArtifactKeys(results_key="r"))
     assert chunk_in_flight(done, [lane], 0) is False
+
+
+def test_a_handover_keeps_to_the_policy_for_the_operations_the_groups_items_run() -> None:
+    # Given a vision-capable model's group whose items all run `responses`, its next lane
+    # outranked, and a policy that caps only `vision` prices below that lane's
+    catalog = builtin_catalog()
+    model = next(m for m in catalog.models if {"responses", "vision"} <= set(m.operations))
+    lanes = sorted(catalog.lanes_for(model.id), key=lambda lane: lane.lane_id)
+    assert lanes
+    group = {
+        "model": model.id,
+        "item_count": 1,
+        "selected_lanes": [],
+        "rejected_lanes": [
+            {**_rejected(lane.provider, model.id, "outranked", "0.01"), "lane_id": lane.lane_id}
+            for lane in lanes
+        ],
+    }
+    cap = {"vision": PriceCap(input=Decimal("0"), output=Decimal("0"))}  # every lane is over it
+    policy = RoutePolicy(org_id="org_1", max_price_per_million_tokens=cap)
+
+    def handed(operations: list[str] | None) -> list[str]:
+        plan = {"groups": [{**group, **({"operations": operations} if operations is not None else {})}]}
+        return [c.lane_id for c, _ in handover_lanes(plan_groups(plan), model.id, [], catalog, policy)]
+
+    # Then a group of `responses` items may go to any of them (the cap is on vision)
+    assert handed(["responses"]) == [lane.lane_id for lane in lanes]
+    # a group with vision items to none, and a plan stored before it kept its operations is
+    # judged on every operation of the model: none either
+    assert handed(["responses", "vision"]) == [] and handed(None) == []

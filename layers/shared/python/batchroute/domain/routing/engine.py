@@ -162,6 +162,9 @@ class GroupRouteView(TypedDict):
     failure: str | None
     # the prompt prefixes its items share (cache-aware routing): what the lanes mark
     shared_prefixes: NotRequired[list[SharedPrefixView]]
+    # the operations its items run (the route policy's price caps are per operation: what a
+    # failover or rescue checks a lane against); absent on a plan stored before it was kept
+    operations: NotRequired[list[str]]
 
 
 class RoutePlanView(TypedDict):
@@ -326,6 +329,7 @@ class GroupRoute:
     rejected: tuple[Rejection, ...]
     failure: str | None = None  # why no lane could take the group
     shared_prefixes: tuple[SharedPrefixView, ...] = ()
+    operations: tuple[str, ...] = ()  # the operations its items run
 
     @property
     def ok(self) -> bool:
@@ -344,6 +348,8 @@ class GroupRoute:
         }
         if self.shared_prefixes:
             view["shared_prefixes"] = list(self.shared_prefixes)
+        if self.operations:
+            view["operations"] = list(self.operations)
         return view
 
 
@@ -539,6 +545,7 @@ class _Router:
             rejected=tuple(rejected),
             failure=failure,
             shared_prefixes=_shared_views(group, prefixes) if self.guards.cache_aware else (),
+            operations=tuple(sorted(group.operations)),
         )
 
     def _candidate(
@@ -838,6 +845,8 @@ def _stored_group(group: GroupRouteView) -> GroupRouteView:
     }
     if group.get("shared_prefixes"):
         stored["shared_prefixes"] = _stored_prefixes(group.get("shared_prefixes") or [])
+    if group.get("operations"):
+        stored["operations"] = [str(operation) for operation in group.get("operations") or []]
     return stored
 
 

@@ -221,6 +221,7 @@ class PlanGroup:
     selected: tuple[PlanLane, ...]
     rejected: tuple[PlanLane, ...]
     shared_prefixes: tuple[PlanPrefix, ...] = ()  # cache-aware routing
+    operations: tuple[str, ...] = ()  # its items' operations; () on a plan stored before
 
     def cache_prefixes(self, lane: PlanLane) -> tuple[str, ...]:
         """The shared prefixes a lane marks for its vendor's cache: those of at least its
@@ -248,6 +249,7 @@ def plan_groups(plan: RoutePlanView | None) -> tuple[PlanGroup, ...]:
                 )
                 for shared in group.get("shared_prefixes") or []
             ),
+            operations=tuple(str(operation) for operation in group.get("operations") or ()),
         )
         for group in (plan.get("groups") if plan is not None else None) or []
     )
@@ -657,13 +659,15 @@ def handover_lanes(
     used_lane_ids: Iterable[str],
     catalog: Catalog,
     policy: RoutePolicy | None,
-    operations: Iterable[str],
 ) -> list[tuple[PlanLane, Lane]]:
     """`failover_candidates` still in the catalog and admitted by the org's route policy as it
-    stands now (`policy`, in force; None: none), for `operations` on batch prices, each with its
-    catalog lane: a failover or a rescue never leaves the policy, even one changed since the
-    quote (docs/routing-policy.md)."""
-    wanted = tuple(operations)
+    stands now (`policy`, in force; None: none), on batch prices for the operations of the
+    model group's items as the quote checked them (a plan stored before it kept them: every
+    operation of the model), each with its catalog lane: a failover or a rescue never leaves
+    the policy, even one changed since the quote (docs/routing-policy.md)."""
+    group = next((g for g in groups if g.model == model), None)
+    known = catalog.model(model)
+    wanted = (group.operations if group is not None else ()) or (known.operations if known else ())
     found: list[tuple[PlanLane, Lane]] = []
     for candidate in failover_candidates(groups, model, used_lane_ids):
         lane = next((c for c in catalog.lanes_for(model) if c.lane_id == candidate.lane_id), None)

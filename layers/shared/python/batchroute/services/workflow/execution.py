@@ -644,11 +644,10 @@ class LaneExecutor:
         message = lane_failure_message(lane, error)
         used = {other.lane_id for other in self.records.lanes(batch_id)}
         policy = in_force(self.policies.current(batch.org_id)) if self.policies is not None else None
-        operations = {str(item.get("operation")) for _, item in chunk.kept}
         candidates = [
             candidate
             for candidate, _ in handover_lanes(
-                plan_groups(batch.plan), lane.model, used, self.catalog, policy, operations
+                plan_groups(batch.plan), lane.model, used, self.catalog, policy
             )
         ]
         if not candidates:

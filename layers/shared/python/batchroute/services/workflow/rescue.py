@@ -243,10 +243,8 @@ class DeadlineRescue:
         """The group's eligible lanes that run items one by one (sync), at their own prices."""
         options = []
         policy = in_force(self.policies.current(batch.org_id)) if self.policies is not None else None
-        model = self.catalog.model(lane.model)
-        operations = model.operations if model is not None else ()
         groups = plan_groups(batch.plan)
-        for candidate, found in handover_lanes(groups, lane.model, used, self.catalog, policy, operations):
+        for candidate, found in handover_lanes(groups, lane.model, used, self.catalog, policy):
             if self.registry.execution_mode(found.provider) == "batch_api":
                 continue
             prices = _prices_view(found.price.batch)
