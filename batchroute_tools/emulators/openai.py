@@ -777,6 +777,7 @@ class OpenAIEmulator:
         job = self._jobs.get(request.params["batch_id"])
         if job is None:
             return error_reply(404, "No such Batch object", kind="invalid_request_error")
+        self._advance(job)  # what it finished by now is what the cancel leaves (or it had ended)
         with self._lock:
             if job.finished is None and job.cancelling_at is None:
                 job.cancelling_at = self.clock()

@@ -38,11 +38,13 @@ from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunks
 from batchroute.domain.routing.rescue import DEADLINE_RESCUE, RESCUE_REST, RescueSetting
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.money import Money
+from batchroute.providers.base import ItemError
 from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import MARKER_STUCK_BATCH
 from batchroute.services.delivery.webhooks import WebhookDelivery
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder
+from batchroute.services.workflow import execution
 from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.overage import RescueOverage
 from batchroute.services.workflow.rescue import DeadlineRescue
@@ -396,6 +398,54 @@ def test_a_batch_canceled_while_its_vendor_job_runs_keeps_and_pays_for_what_the_
     ]
     charged = _settled_exactly(org.org_id, batch, created.reserved)
     assert Money.zero() < charged < created.reserved
+
+
+def test_a_vendor_job_that_never_finishes_its_cancel_is_let_go_after_a_while(
+    stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a canceled batch whose vendor job never says it stopped
+    items = [_item(0, stuck=True), *(_item(n) for n in range(1, 4))]
+    created = _batch_on_the_vendor_lane(
+        org.org_id, items, rescuers=("deepinfra",), rescue=RescueSetting.from_api({"mode": "off"})
+    )
+    run = Run(stack, created)
+    lane = run.first_invocation()
+    app = TestClient(create_app(), raise_server_exceptions=False)
+    assert (
+        app.post(f"/v1/batches/{created.batch_id}/cancel", json={}, headers=org.key_headers()).status_code
+        == 200
+    )
+    monkeypatch.setattr(execution, "collect_cancelled_job", lambda *_a, **_k: False)
+    # Then the lane keeps polling it for a while ...
+    assert run.later(hours=1) is None
+    # ... and once the wait is over lets it go: its items canceled, the batch free to settle
+    answer = run.later(hours=2)
+    assert answer == {"lane_key": lane["lane_key"], "completed": 0, "failed": 0, "canceled": 4}
+    assert run.settle().settled_at is not None
+
+
+def test_a_lane_whose_batch_ended_does_not_fail_over(stack: LocalStack, org: TestOrg) -> None:
+    # Given a canceled batch whose lane (a poll of its job seeing the job the cancel stopped)
+    # is about to fail over
+    created = _batch_on_the_vendor_lane(
+        org.org_id,
+        [_item(0, stuck=True), _item(1)],
+        rescuers=("deepinfra",),
+        rescue=RescueSetting.from_api({"mode": "off"}),
+    )
+    run = Run(stack, created)
+    run.first_invocation()
+    app = TestClient(create_app(), raise_server_exceptions=False)
+    canceled = app.post(f"/v1/batches/{created.batch_id}/cancel", json={}, headers=org.key_headers())
+    assert canceled.status_code == 200
+    (lane,) = _lanes(run).values()
+    batch = run.records.get(created.batch_id)
+    assert batch is not None and run.workflow.pipeline is not None
+    stopped = ItemError("provider_unavailable", "the openai batch job cancelled", True)
+    # When it would fail over
+    run.workflow.pipeline.lanes._fail_over(batch, lane, execution._Chunk(0, 0, 0, []), stopped)
+    # Then nothing is handed over: the lane's next turn collects what the job finished
+    assert list(_lanes(run)) == [lane.lane_key] and _lanes(run)[lane.lane_key].failover_to is None
 
 
 def test_a_late_vendor_result_after_the_rescue_is_not_delivered_or_charged(

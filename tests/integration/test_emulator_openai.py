@@ -880,3 +880,18 @@ def test_structured_output_is_answered_with_json_valid_under_its_schema(
         jsonschema.validate(json.loads(answer.output["content"]), TICKET.output_schema)
     json_mode = chat.complete(request("Classify", response_format={"type": "json_object"}))
     assert json_mode.output is not None and json.loads(json_mode.output["content"]) == {}
+
+
+def test_a_job_cancelled_unpolled_keeps_what_it_finished_by_the_cancel(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    # Given a job of 4 requests nobody polled, half its time gone when it is cancelled
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit([request(f"q {n}", custom_id=f"seq-{n}") for n in range(4)])
+    clock.now += 30
+    batch.cancel(job)
+    clock.now += 1
+    # Then it keeps the half it had finished by the cancel, as the vendor would
+    assert batch.poll(job).state == "cancelled"
+    assert sorted(r.custom_id for r in batch.results(job) if r.status == "completed") == ["seq-0", "seq-1"]

@@ -264,6 +264,9 @@ def test_every_edit_is_a_new_version_and_old_ones_stay_readable(
         f"{PATH}/support-triage/versions?limit=3&cursor=2", headers=org.key_headers("billing")
     ).json()
     assert [v["version"] for v in rest["data"]] == [1] and rest["next_cursor"] is None
+    # and a page that ends the list says so (no cursor to an empty page)
+    whole = client.get(f"{PATH}/support-triage/versions?limit=4", headers=org.key_headers("billing")).json()
+    assert len(whole["data"]) == 4 and whole["next_cursor"] is None
     # And version 1 still holds the original template
     one = client.get(f"{PATH}/support-triage/versions/1", headers=org.key_headers()).json()
     assert one["model"] == MODEL and one["routing"]["privacy_tier"] == "confidential"

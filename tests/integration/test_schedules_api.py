@@ -360,6 +360,18 @@ def test_golden_set_excludes_the_lane_that_answers_wrongly(
         f"/v1/schedules/{schedule['id']}/versions/1/benchmarks", headers=org.key_headers()
     ).json()["data"]
     assert len(benchmarks) == 1 and benchmarks[0]["trigger"] == "version_change"
+    # the shares read back as the floats they are, wherever they are shown
+    versions = client.get(f"/v1/schedules/{schedule['id']}/versions", headers=org.key_headers()).json()
+    assert type(versions["data"][0]["golden_set"]["threshold"]) is float
+    assert (
+        type(
+            client.get(f"/v1/schedules/{schedule['id']}", headers=org.key_headers()).json()["golden_set"][
+                "threshold"
+            ]
+        )
+        is float
+    )
+    assert {type(lane["score"]) for lane in benchmarks[0]["lanes"]} == {float}
     scores = {lane["lane_id"]: (lane["score"], lane["passed"]) for lane in benchmarks[0]["lanes"]}
     assert scores[WRONG_LANE] == (0, False)
     assert all(passed for lane_id, (_, passed) in scores.items() if lane_id != WRONG_LANE)

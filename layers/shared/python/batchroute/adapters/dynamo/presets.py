@@ -167,15 +167,19 @@ class PresetStore(DynamoStore):
                 prefix,
                 start_sk=start,
                 ScanIndexForward=forward,
-                Limit=limit,
+                Limit=limit + 1,  # one more than the page: a cursor only when a row follows it
                 ConsistentRead=True,
             )
         )
-        rows = [read(from_item(item)) for item in response.get("Items", [])]
-        # A query stops at `limit` rows or at 1 MB read, whichever comes first (large presets
-        # reach the megabyte first): either way its last key is where the next page starts.
-        last = response.get("LastEvaluatedKey")
-        return rows, (str(last["sk"]["S"])[len(base) :] if last else None)
+        items = response.get("Items", [])
+        rows = [read(from_item(item)) for item in items[:limit]]
+        # A query stops at its `Limit` or at 1 MB read, whichever comes first (large presets
+        # reach the megabyte first): past the page, its last row is where the next starts; cut
+        # at the megabyte, the query's last key is.
+        last = (
+            items[limit - 1]["sk"] if len(items) > limit else response.get("LastEvaluatedKey", {}).get("sk")
+        )
+        return rows, (str(last["S"])[len(base) :] if last else None)
 
     def _next_version(self, preset: Preset, condition: str, seen_version: int) -> list[dict[str, Any]]:
         return [

@@ -255,8 +255,7 @@ class ScheduleStore(DynamoStore):
         """One version's regression runs, newest first (without their keys)."""
         found = self._history(schedule_id, f"BENCH#{version:06d}#", newest_first=True, limit=1000)[0]
         return [
-            cast(RegressionRecord, {k: v for k, v in with_floats(run).items() if k not in ("pk", "sk")})
-            for run in found
+            cast(RegressionRecord, {k: v for k, v in run.items() if k not in ("pk", "sk")}) for run in found
         ]
 
     def delete_history(self, schedule_id: str) -> None:
@@ -283,7 +282,7 @@ class ScheduleStore(DynamoStore):
         )
         found: list[dict[str, Any]] = []
         for response in pages(self.dynamodb.query, request):
-            found.extend(plain(from_item(i)) for i in response.get("Items", []))
+            found.extend(with_floats(plain(from_item(i))) for i in response.get("Items", []))
             if len(found) > limit:
                 break
         page = found[:limit]

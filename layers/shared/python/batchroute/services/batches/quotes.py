@@ -385,9 +385,8 @@ class QuoteService:
         check_workflow_inputs(product, command.inputs)
         quote_id = new_id("qlock", self.clock.now())
         refused: list[IssueView] = []  # what the first model refused the inputs for, routing aside
-        best, considered = self._cheapest_model(
-            principal, product, command, self.contract_exclusions(product.slug), refused
-        )
+        outside = contract_exclusions(self.catalog, product)
+        best, considered = self._cheapest_model(principal, product, command, outside, refused)
         if best is None:
             raise _no_model_fits(product, considered, refused)
         planned, model_id, lines = best
@@ -609,8 +608,10 @@ class QuoteService:
         return product
 
     def contract_exclusions(self, slug: str) -> Exclusions:
-        """The lanes outside workflow product `slug`'s contract, each with the rule it breaks."""
-        return contract_exclusions(self.catalog, self._product(slug))
+        """The lanes outside workflow product `slug`'s contract, each with the rule it breaks;
+        none for a product no longer in the catalog (a retry of its batch runs as it did before)."""
+        product = next((p for p in self.catalog.workflow_products if p.slug == slug), None)
+        return contract_exclusions(self.catalog, product) if product is not None else {}
 
     def _models_for(self, product: WorkflowProduct, outside: Exclusions) -> list[str]:
         """The models with a lane inside the product's contract (not `outside` it)."""

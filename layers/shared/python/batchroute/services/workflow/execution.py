@@ -52,6 +52,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import partial
 from typing import Any, Literal, Protocol
 
@@ -128,6 +129,9 @@ class LaneLimits:
     fallback_seconds: float = 300.0  # the budget without a Lambda context (router time-out)
     batch_inline_wait_seconds: float = 120.0  # poll a vendor job this long per invocation
     unavailable_seconds: float = 3600.0  # a lane marked unavailable stays out of routing this long
+    # how long after a batch ended its lane waits for a vendor job the cancel stopped to end
+    # (OpenAI takes up to 10 minutes to cancel); then the job is let go, its items canceled
+    stopped_job_wait_seconds: float = 7200.0
 
 
 def result_line(
@@ -641,6 +645,11 @@ class LaneExecutor:
     def _fail_over(self, batch: BatchRecord, lane: LaneRecord, chunk: _Chunk, error: ItemError) -> None:
         batch_id = batch.batch_id
         lane_key = lane.lane_key
+        if self.records.state(batch_id) in TERMINAL:
+            # The batch ended meanwhile (a cancel stopped the vendor job this lane was polling):
+            # nothing hands over; the lane's next turn collects what the job finished and
+            # cancels the rest (`_collect_stopped_job`).
+            return
         message = lane_failure_message(lane, error)
         used = {other.lane_id for other in self.records.lanes(batch_id)}
         policy = in_force(self.policies.current(batch.org_id)) if self.policies is not None else None
@@ -756,9 +765,20 @@ class LaneExecutor:
 
         provider = self.registry.batch_api(lane.provider)
         if not collect_cancelled_job(job, provider=provider, on_result=keep):
-            return False
+            if not self._stopped_too_long(batch_id):
+                return False
+            logger.warning("a stopped vendor job never ended: let go", extra={"lane_key": lane.lane_key})
         self._keep_job(batch_id, lane.lane_key, chunk, None)  # the answers kept, the job let go
         return True
+
+    def _stopped_too_long(self, batch_id: str) -> bool:
+        """Whether the batch ended longer than `stopped_job_wait_seconds` ago (a cancel a
+        vendor never finishes must not keep the batch from its settlement)."""
+        batch = self.records.get(batch_id)
+        if batch is None or not batch.completed_at:
+            return False
+        waited = self.clock.now() - datetime.fromisoformat(batch.completed_at)
+        return waited.total_seconds() > self.limits.stopped_job_wait_seconds
 
     def _cancel_rest(self, batch: BatchRecord, lane: LaneRecord, state: str) -> None:
         """The batch ended while this lane had work left: a half-done chunk keeps its results
