@@ -366,21 +366,30 @@ def test_with_rescue_off_the_lane_is_left_alone(stack: LocalStack, org: TestOrg)
     assert old.failover_to is None and old.job is not None
 
 
-def test_a_batch_canceled_while_its_vendor_job_runs_keeps_and_pays_for_what_the_job_finished(
-    stack: LocalStack, org: TestOrg
-) -> None:
-    # Given a batch whose vendor job is stuck with 40 % of its 10 items done
-    items = [_item(0, stuck=True), *(_item(n) for n in range(1, 10))]
+def _canceled_while_stuck(
+    stack: LocalStack, org: TestOrg, count: int, *, waited_hours: float = 0
+) -> tuple[Run, dict[str, Any], CreatedBatch]:
+    """A batch of `count` items on the vendor batch lane, rescue off, whose job is stuck at
+    40 %: run once (and `waited_hours` on), then canceled through the API."""
+    items = [_item(0, stuck=True), *(_item(n) for n in range(1, count))]
     created = _batch_on_the_vendor_lane(
         org.org_id, items, rescuers=("deepinfra",), rescue=RescueSetting.from_api({"mode": "off"})
     )
     run = Run(stack, created)
     lane = run.first_invocation()
-    assert run.later(hours=1) is None  # still waiting on its job
-    # When the batch is canceled
+    if waited_hours:
+        assert run.later(hours=waited_hours) is None  # still waiting on its job
     app = TestClient(create_app(), raise_server_exceptions=False)
     canceled = app.post(f"/v1/batches/{created.batch_id}/cancel", json={}, headers=org.key_headers())
     assert canceled.status_code == 200, canceled.text
+    return run, lane, created
+
+
+def test_a_batch_canceled_while_its_vendor_job_runs_keeps_and_pays_for_what_the_job_finished(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a batch whose vendor job is stuck with 40 % of its 10 items done, when it is canceled
+    run, lane, created = _canceled_while_stuck(stack, org, 10, waited_hours=1)
     # Then the lane asks the vendor to stop the job, and once it stopped keeps what it finished
     answer = run.later(hours=1)
     if answer is None:  # the vendor was still stopping it: the next poll finds it cancelled
@@ -404,17 +413,7 @@ def test_a_vendor_job_that_never_finishes_its_cancel_is_let_go_after_a_while(
     stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a canceled batch whose vendor job never says it stopped
-    items = [_item(0, stuck=True), *(_item(n) for n in range(1, 4))]
-    created = _batch_on_the_vendor_lane(
-        org.org_id, items, rescuers=("deepinfra",), rescue=RescueSetting.from_api({"mode": "off"})
-    )
-    run = Run(stack, created)
-    lane = run.first_invocation()
-    app = TestClient(create_app(), raise_server_exceptions=False)
-    assert (
-        app.post(f"/v1/batches/{created.batch_id}/cancel", json={}, headers=org.key_headers()).status_code
-        == 200
-    )
+    run, lane, _ = _canceled_while_stuck(stack, org, 4)
     monkeypatch.setattr(execution, "collect_cancelled_job", lambda *_a, **_k: False)
     # Then the lane keeps polling it for a while ...
     assert run.later(hours=1) is None
@@ -427,25 +426,15 @@ def test_a_vendor_job_that_never_finishes_its_cancel_is_let_go_after_a_while(
 def test_a_lane_whose_batch_ended_does_not_fail_over(stack: LocalStack, org: TestOrg) -> None:
     # Given a canceled batch whose lane (a poll of its job seeing the job the cancel stopped)
     # is about to fail over
-    created = _batch_on_the_vendor_lane(
-        org.org_id,
-        [_item(0, stuck=True), _item(1)],
-        rescuers=("deepinfra",),
-        rescue=RescueSetting.from_api({"mode": "off"}),
-    )
-    run = Run(stack, created)
-    run.first_invocation()
-    app = TestClient(create_app(), raise_server_exceptions=False)
-    canceled = app.post(f"/v1/batches/{created.batch_id}/cancel", json={}, headers=org.key_headers())
-    assert canceled.status_code == 200
-    (lane,) = _lanes(run).values()
+    run, _, created = _canceled_while_stuck(stack, org, 2)
+    (stuck,) = _lanes(run).values()
     batch = run.records.get(created.batch_id)
     assert batch is not None and run.workflow.pipeline is not None
     stopped = ItemError("provider_unavailable", "the openai batch job cancelled", True)
     # When it would fail over
-    run.workflow.pipeline.lanes._fail_over(batch, lane, execution._Chunk(0, 0, 0, []), stopped)
+    run.workflow.pipeline.lanes._fail_over(batch, stuck, execution._Chunk(0, 0, 0, []), stopped)
     # Then nothing is handed over: the lane's next turn collects what the job finished
-    assert list(_lanes(run)) == [lane.lane_key] and _lanes(run)[lane.lane_key].failover_to is None
+    assert list(_lanes(run)) == [stuck.lane_key] and _lanes(run)[stuck.lane_key].failover_to is None
 
 
 def test_a_late_vendor_result_after_the_rescue_is_not_delivered_or_charged(
