@@ -464,7 +464,14 @@ def test_only_a_caller_who_may_manage_delivery_targets_points_a_schedule_at_one(
     assert refused.json()["error"]["code"] == "permission_denied"
     assert refused.json()["error"]["details"]["permission"] == "delivery:manage"
     # while an admin may
-    assert client.post("/v1/schedules", json=body, headers=org.key_headers("admin")).status_code == 201
+    made = client.post("/v1/schedules", json=body, headers=org.key_headers("admin"))
+    assert made.status_code == 201, made.text
+    # and a member may change the schedule's other fields, not point its input elsewhere
+    path = f"/v1/schedules/{made.json()['id']}"
+    renamed = client.patch(path, json={"name": "renamed"}, headers=org.key_headers("member"))
+    assert renamed.status_code == 200, renamed.text
+    moved = {"input_source": {**source, "prefix": "elsewhere/"}}
+    assert client.patch(path, json=moved, headers=org.key_headers("member")).status_code == 403
 
 
 def test_a_bucket_prefix_source_reads_every_input_file_under_it(

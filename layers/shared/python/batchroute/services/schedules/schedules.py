@@ -428,8 +428,10 @@ class Schedules:
             self.files.file(principal.org_id, source.file_id)
         else:
             # reading the org's bucket through a delivery target is the target's own power: a
-            # caller who may not manage targets may not point a schedule's input at one
-            authorize(principal, "delivery:manage")
+            # caller who may not manage targets may not point a schedule's input at one (a
+            # change that keeps the input as it was needs no more than any other change)
+            if current is None or current.input_source != source:
+                authorize(principal, "delivery:manage")
             self.targets.get(principal.org_id, source.delivery_target_id)
         options = self._sealed_webhook(
             principal.org_id, schedule_id, definition.batch_options.copy(), current
