@@ -32,7 +32,7 @@ from typing import Any, Final, Literal, TypedDict
 
 import orjson
 
-from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, nests_deeper_than
+from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, has_lone_surrogate, nests_deeper_than
 from batchroute.errors import PermanentError
 
 MAX_LINE_BYTES = 1024 * 1024  # a customer's line (an uploaded file, an item)
@@ -163,7 +163,7 @@ def parse_line(number: int, raw: bytes) -> LineValue:
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            pass  # the json module words the error (or reads what orjson refuses: lone surrogates)
+            pass  # the json module words the error (a lone surrogate: refused below, as orjson does)
         else:
             if type(value) is dict and not nests_deeper_than(raw):
                 return value
@@ -177,6 +177,8 @@ def _parse_with_json(number: int, raw: bytes) -> LineValue:
         return LineError(number, "invalid_encoding", f"line {number} is not UTF-8 (byte {exc.start + 1})")
     if nests_deeper_than(raw):
         return LineError(number, "invalid_json", f"line {number} nests deeper than {MAX_JSON_DEPTH} levels")
+    if has_lone_surrogate(raw):  # as a JSON body's (docs/limits.md): no UTF-8 writer can send it
+        return LineError(number, "invalid_json", f"line {number} escapes a lone UTF-16 surrogate")
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
