@@ -280,6 +280,9 @@ class Catalog:
     def provider(self, slug: str) -> Provider | None:
         return next((p for p in self.providers if p.slug == slug), None)
 
+    def workflow_product(self, slug: object) -> WorkflowProduct | None:
+        return next((p for p in self.workflow_products if p.slug == slug), None)
+
     def model(self, model_id: str) -> Model | None:
         return next((m for m in self.models if m.id == model_id), None)
 

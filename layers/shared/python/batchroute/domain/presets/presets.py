@@ -325,7 +325,7 @@ def _what_runs(
             operation = "responses" if "responses" in known.operations else known.operations[0]
         return model, None, operation
     if product is not None:
-        found = next((p for p in catalog.workflow_products if p.slug == product), None)
+        found = catalog.workflow_product(product)
         if found is None:
             message = f"Unknown workflow product {product!r}: see GET /v1/catalog/workflow-products."
             problems.append(("workflow_product", message))

@@ -415,7 +415,7 @@ class QuoteService:
         model's preflight issues other than routing ones (the inputs') go to `refused`."""
         best: tuple[PlannedQuote, str, list[bytes]] | None = None
         considered: list[ModelConsidered] = []
-        for model_id in self._models_for(product, outside):
+        for model_id in self._models_for(outside):
             lines: list[bytes] = []
             items = tuple(workflow_item(product, model_id, i, raw) for i, raw in enumerate(command.inputs))
             try:
@@ -602,7 +602,7 @@ class QuoteService:
         }
 
     def _product(self, slug: object) -> WorkflowProduct:
-        product = next((p for p in self.catalog.workflow_products if p.slug == slug), None)
+        product = self.catalog.workflow_product(slug)
         if product is None:
             raise NotFound("No such workflow product.", code="workflow_product_not_found")
         return product
@@ -610,10 +610,10 @@ class QuoteService:
     def contract_exclusions(self, slug: str) -> Exclusions:
         """The lanes outside workflow product `slug`'s contract, each with the rule it breaks;
         none for a product no longer in the catalog (a retry of its batch runs as it did before)."""
-        product = next((p for p in self.catalog.workflow_products if p.slug == slug), None)
+        product = self.catalog.workflow_product(slug)
         return contract_exclusions(self.catalog, product) if product is not None else {}
 
-    def _models_for(self, product: WorkflowProduct, outside: Exclusions) -> list[str]:
+    def _models_for(self, outside: Exclusions) -> list[str]:
         """The models with a lane inside the product's contract (not `outside` it)."""
         inside = {lane.model for lane in self.catalog.lanes if lane.lane_id not in outside}
         return [model.id for model in self.catalog.models if model.id in inside]

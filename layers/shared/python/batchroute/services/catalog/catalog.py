@@ -450,7 +450,7 @@ class CatalogService:
         return {"data": views, "provider_capacity": self._provider_capacity(serving.values(), live, now)}
 
     def workflow_product(self, slug: str) -> ProductEnvelope:
-        product = next((p for p in self.catalog.workflow_products if p.slug == slug), None)
+        product = self.catalog.workflow_product(slug)
         if product is None:
             raise NotFound(f"No workflow product {slug!r}.", code="workflow_product_not_found")
         live = self.live.live_states()
