@@ -49,6 +49,7 @@ from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.overage import RescueOverage
 from batchroute.services.workflow.rescue import DeadlineRescue
 from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
+from batchroute.services.workflow.submits import Note
 from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.wiring import Wiring
 from batchroute.workflow.tasks import WorkflowTask
@@ -407,6 +408,39 @@ def test_a_batch_canceled_while_its_vendor_job_runs_keeps_and_pays_for_what_the_
     ]
     charged = _settled_exactly(org.org_id, batch, created.reserved)
     assert Money.zero() < charged < created.reserved
+
+
+def test_a_canceled_batch_stops_and_keeps_a_vendor_job_only_a_submit_note_names(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a batch whose vendor job is stuck with 40 % of its 10 items done, made by an
+    # invocation that died before storing it: only the lane's submit note names it
+    items = [_item(0, stuck=True), *(_item(n) for n in range(1, 10))]
+    created = _batch_on_the_vendor_lane(
+        org.org_id, items, rescuers=("deepinfra",), rescue=RescueSetting.from_api({"mode": "off"})
+    )
+    run = Run(stack, created)
+    lane = run.first_invocation()
+    (stored,) = _lanes(run).values()
+    progress = BatchProgress(get_settings().table_name("batches"))
+    progress.set_job(created.batch_id, stored.lane_key, None, chunk=0)
+    key = stored.job.job_id.removeprefix("simbatch_")
+    noted = Note(0, "digest", int(run.clock.now().timestamp()), key).mark()
+    assert progress.note_submitting(created.batch_id, stored.lane_key, noted)
+    # When the batch is canceled
+    app = TestClient(create_app(), raise_server_exceptions=False)
+    canceled = app.post(f"/v1/batches/{created.batch_id}/cancel", json={}, headers=org.key_headers())
+    assert canceled.status_code == 200, canceled.text
+    # Then the lane finds the job by the note's key, stops it and keeps what it finished
+    answer = run.later(hours=1) or run.later(hours=1)
+    assert answer == {"lane_key": lane["lane_key"], "completed": 4, "failed": 0, "canceled": 6}
+    (old,) = _lanes(run).values()
+    assert old.job is None and old.submitting is None
+    # And the answers are delivered and charged, the rest canceled
+    batch = run.settle()
+    rows = list(run.artifacts.lines(results_key(created.batch_id)))
+    assert [r["status"] for r in rows] == ["completed"] * 4 + ["failed"] * 6
+    assert Money.zero() < _settled_exactly(org.org_id, batch, created.reserved) < created.reserved
 
 
 def test_a_vendor_job_that_never_finishes_its_cancel_is_let_go_after_a_while(

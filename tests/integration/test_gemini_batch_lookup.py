@@ -221,3 +221,18 @@ def test_a_new_process_told_the_key_was_tried_takes_the_batch_a_dead_one_made(st
     blind = adapter(stack, LosesAnswers(lose=0))
     blind.assume_tried("k1")
     assert blind.submit(chunk, key="k1") != made
+
+
+def test_a_canceled_batch_finds_the_batch_a_dead_invocation_made_without_making_one(stack: Stack) -> None:
+    # Given: an invocation noted its submit, made the batch (of a model the lane record does
+    # not say) and died before storing it; other lanes made batches meanwhile
+    noted = int(stack.clock[0])
+    made = adapter(stack, httpx.HTTPTransport()).submit([other_model("seq-0")], key="k1")
+    stack.clock[0] += 2400
+    adapter(stack, httpx.HTTPTransport()).submit([item({"input": "n0"})], key="other")
+    # When the batch is canceled and the lane looks the noted key up (FindsKeyedJobs)
+    transport = LosesAnswers(lose=0)
+    # Then it names that batch, and makes none
+    assert adapter(stack, transport).job_made("k1", since=noted) == made
+    assert adapter(stack, transport).job_made("never", since=noted) is None
+    assert transport.creates() == 0 and len(batches_of(stack)) == 2

@@ -205,3 +205,26 @@ def test_a_new_process_told_the_key_was_tried_takes_the_batch_a_dead_one_made(
     blind = adapter(base_url, LosesAnswers(lose=0))
     blind.assume_tried("k1")
     assert blind.submit(chunk, key="k1") != made
+
+
+def test_a_canceled_batch_finds_both_parts_a_dead_invocation_made_without_making_any(
+    vendor: tuple[str, OpenAIEmulator, Clock],
+) -> None:
+    base_url, emulator, clock = vendor
+    # Given: an invocation noted its submit, made both parts' batches and died before storing
+    # them; other lanes made batches meanwhile
+    noted = int(clock.now)
+    made = adapter(base_url, httpx.HTTPTransport()).submit(
+        [request("seq-0"), request("seq-1", tools=[WEB_SEARCH])], key="k1"
+    )
+    clock.now += 2400
+    adapter(base_url, httpx.HTTPTransport()).submit([request("n0")], key="other")
+    # When the batch is canceled and the lane looks the noted key up (FindsKeyedJobs)
+    transport = LosesAnswers(lose=0)
+    found = adapter(base_url, transport).job_made("k1", since=noted)
+    # Then it names both parts, and makes nothing
+    assert found is not None and sorted(found.split("+")) == sorted(made.split("+"))
+    assert ("POST", "/batches") not in transport.calls
+    # And a key that made nothing names nothing
+    assert adapter(base_url, transport).job_made("never", since=noted) is None
+    assert len(batches_of(emulator)) == 3

@@ -11,7 +11,7 @@ import pytest
 
 from batchroute.clock import FixedClock
 from batchroute.providers.base import ProviderRequest, TransientProviderError
-from batchroute.services.workflow.submits import Note, RememberedSubmits, custom_ids_digest
+from batchroute.services.workflow.submits import Note, RememberedSubmits, custom_ids_digest, job_left
 from tests.unit.test_lane_runner_batch import FakeVendor
 
 CLOCK = FixedClock(datetime(2026, 12, 2, 8, 0, tzinfo=UTC))
@@ -143,3 +143,28 @@ def test_everything_else_is_the_vendor_s() -> None:
     assert submits.poll(job) == vendor.poll(job)
     results: Iterable[Any] = submits.results(job)
     assert [r.custom_id for r in results] == ["seq-0"]
+
+
+class Finds(FakeVendor):
+    """A vendor whose adapter names the job a key made (FindsKeyedJobs)."""
+
+    def __init__(self, made: dict[str, str], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.made = made
+        self.asked: list[tuple[str, int]] = []
+
+    def job_made(self, key: str, *, since: int) -> str | None:
+        self.asked.append((key, since))
+        return self.made.get(key)
+
+
+def test_a_canceled_lane_finds_the_job_its_chunk_note_names_and_only_that() -> None:
+    vendor = Finds({"k1": "job-1"})
+    mark = Note(2, "digest", NOW - 60, "k1").mark()
+    # The note of this chunk names its job, looked up by the key from when the submit began
+    assert job_left(vendor, mark, 2) == "job-1" and vendor.asked == [("k1", NOW - 60)]
+    # Another chunk's note, no note, a note whose key made nothing: no job
+    assert job_left(vendor, mark, 3) is None and job_left(vendor, None, 2) is None
+    assert job_left(vendor, Note(2, "digest", NOW, "k2").mark(), 2) is None
+    # A vendor that cannot name a job by its key (Bedrock, Anthropic): none, and nothing asked
+    assert job_left(FakeVendor(), mark, 2) is None

@@ -429,6 +429,19 @@ class LooksUpLostJobs(Protocol):
 
 
 @runtime_checkable
+class FindsKeyedJobs(Protocol):
+    """A batch adapter that can name the job a keyed submission made without making one
+    (OpenAI and Gemini by the key they keep on the job, the simulator by its id): a batch
+    canceled after an invocation died between the vendor making its job and storing it still
+    has that job stopped and what it finished kept (services/workflow/execution.py)."""
+
+    def job_made(self, key: str, *, since: int) -> str | None:
+        """The id of the job submission `key` made, begun at `since` (Unix seconds, our
+        clock), still running or done; None when there is none."""
+        ...
+
+
+@runtime_checkable
 class BatchApiProvider(Protocol):
     slug: str
 

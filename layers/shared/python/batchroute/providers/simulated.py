@@ -566,6 +566,13 @@ class SimulatedBatchApiProvider:
             _JOBS[job_id] = _Job(slug=self.slug, requests=batch, submitted_at=now, stuck=stuck)
         return job_id
 
+    def job_made(self, key: str, *, since: int) -> str | None:
+        """FindsKeyedJobs: the job `key` made (its id is the key's), while it is remembered."""
+        job_id = f"simbatch_{key}"
+        with _JOBS_LOCK:
+            job = _JOBS.get(job_id)
+        return job_id if job is not None and job.slug == self.slug else None
+
     def poll(self, job_id: str) -> base.JobStatus:
         job = self._job(job_id)
         total = len(job.requests)

@@ -138,10 +138,14 @@ class GeminiBatches:
             made = attempt.made_before(partial(self._made_by, key, model)) if key else None
             return made or self._create(listed, key)
 
-    def _made_by(self, key: str, model: str, noted: int | None) -> str | None:
-        """The name of the batch a lost try of submission `key` made for `model`, still of use
-        (one failed, cancelled or expired is not: a new one is made). Every page is read, up
-        to LOOKUP_PAGES: Google documents no order for the listing. Made since `noted` (when that
+    def job_made(self, key: str, *, since: int) -> str | None:
+        """FindsKeyedJobs: the batch submission `key` made, of any model."""
+        return self._made_by(key, None, since)
+
+    def _made_by(self, key: str, model: str | None, noted: int | None) -> str | None:
+        """The name of the batch a lost try of submission `key` made for `model` (None: any),
+        still of use (one failed, cancelled or expired is not: a new one is made). Every page
+        is read, up to LOOKUP_PAGES: Google documents no order for the listing. Made since `noted` (when that
         try began, less CLOCK_SKEW_SECONDS), else LOOKUP_WINDOW_SECONDS before the newest."""
         listed: list[transform.ListedBatch] = []
         token = ""

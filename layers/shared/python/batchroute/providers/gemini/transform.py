@@ -911,10 +911,10 @@ class ListedBatch:
     taken: bool  # the submission's (displayName) for its model, and not failed, cancelled or expired
 
 
-def listed_batches(page: object, *, key: str, model: str) -> list[ListedBatch]:
+def listed_batches(page: object, *, key: str, model: str | None) -> list[ListedBatch]:
     """The batches of a ListOperationsResponse page (`operations`) that have a name and a
     createTime; `taken` for those whose displayName is submission `key`'s, whose model is
-    `model` (`models/<id>`) and whose state is of use."""
+    `model` (`models/<id>`; None: any) and whose state is of use."""
     found = []
     for entry in _mapping(page).get("operations") or []:
         operation = _mapping(entry)
@@ -924,7 +924,7 @@ def listed_batches(page: object, *, key: str, model: str) -> list[ListedBatch]:
             continue
         taken = (
             batch.get("displayName") == batch_display_name(key)
-            and batch.get("model") == model
+            and model in (None, batch.get("model"))
             and job_state(batch.get("state")) not in _OF_NO_USE
         )
         found.append(ListedBatch(name, created, taken))

@@ -167,11 +167,26 @@ class OpenAIBatch(_RoutedAdapter):
             with suppress(base.ProviderError):
                 self.cancel(job_id)
 
+    def job_made(self, key: str, *, since: int) -> str | None:
+        """FindsKeyedJobs: the batches submission `key` made (one an endpoint, joined as
+        `submit` joins them), still running or done; None at a compatible host (no key kept)."""
+        if self.route is not OPENAI_ROUTE:
+            return None
+        parts: dict[str, str] = {}
+        for batch in self._keyed_batches(key, since):
+            parts.setdefault(str(batch.get("endpoint")), str(batch["id"]))
+        return JOB_ID_SEPARATOR.join(parts.values()) or None
+
     def _made_by(self, key: str | None, endpoint: str, noted: int | None) -> str | None:
-        """The id of the batch a lost try of submission `key` made for `endpoint`, still
-        running or done (one cancelled or failed is of no use: a new one is made). Batches
-        are read newest first back to `noted` (when that try began, less CLOCK_SKEW_SECONDS),
-        else LOOKUP_WINDOW_SECONDS before the newest listed."""
+        """The id of the batch a lost try of submission `key` made for `endpoint`."""
+        found = (b for b in self._keyed_batches(key, noted) if b.get("endpoint") == endpoint)
+        return next((str(batch["id"]) for batch in found), None)
+
+    def _keyed_batches(self, key: str | None, noted: int | None) -> Iterator[dict[str, Any]]:
+        """The batches submission `key` made, still running or done (one cancelled or failed
+        is of no use: a new one is made), newest first. Batches are read back to `noted` (when
+        that try began, less CLOCK_SKEW_SECONDS), else LOOKUP_WINDOW_SECONDS before the newest
+        listed."""
         after: str | None = None
         since = noted - base.CLOCK_SKEW_SECONDS if noted is not None else None
         for _ in range(LOOKUP_PAGES):
@@ -183,18 +198,13 @@ class OpenAIBatch(_RoutedAdapter):
                 created_at = int(batch.get("created_at") or 0)
                 since = created_at - LOOKUP_WINDOW_SECONDS if since is None else since
                 if created_at < since:
-                    return None
+                    return
                 metadata = batch.get("metadata") or {}
-                if (
-                    metadata.get("batchroute_key") == key
-                    and batch.get("endpoint") == endpoint
-                    and batch.get("status") not in _OF_NO_USE
-                ):
-                    return str(batch["id"])
+                if metadata.get("batchroute_key") == key and batch.get("status") not in _OF_NO_USE:
+                    yield batch
             if not listed or not page.get("has_more"):
-                return None
+                return
             after = str(listed[-1]["id"])
-        return None
 
     def _submit_part(self, endpoint: str, requests: list[base.ProviderRequest], key: str | None) -> str:
         lines = b"".join(

@@ -80,7 +80,13 @@ from batchroute.domain.routing.policy import in_force
 from batchroute.domain.workflow.results import ChunkTally, HandOver, LineError, LineUsage, ResultLine
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
-from batchroute.providers.base import ItemError, JobStatus, ProviderResult
+from batchroute.providers.base import (
+    ItemError,
+    JobStatus,
+    ProviderResult,
+    ProviderUnavailable,
+    TransientProviderError,
+)
 from batchroute.providers.registry import ProviderNotConfigured, ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.services.batches.ports import BatchStore
@@ -100,7 +106,7 @@ from batchroute.services.workflow.runner import (
     run_lane_batch_job,
     run_lane_items,
 )
-from batchroute.services.workflow.submits import RememberedSubmits
+from batchroute.services.workflow.submits import RememberedSubmits, job_left
 from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.queues import TaskSender
 from batchroute.workflow.tasks import LaneOutput, WorkflowTask
@@ -753,10 +759,16 @@ class LaneExecutor:
         at the vendor, then polled (False: still stopping, poll again later) until it ended;
         what it finished before it stopped is kept as the chunk's answers (work in flight at
         the cancel is delivered and charged, as a sync lane's started chunk is: docs/batches.md,
-        "Cancel, to the end"), and the job is let go. True at once without a job."""
+        "Cancel, to the end"), and the job is let go. True at once without a job. A job only
+        a submit note names (its invocation died before storing it) is looked up first."""
         job = lane.job if lane.job_chunk == number else None
         if job is None:
-            return True
+            try:
+                job = self._job_left(lane, number)
+            except (TransientProviderError, ProviderUnavailable):
+                return self._stopped_too_long(batch_id)  # looked up again at the next turn
+            if job is None:
+                return True
         self._cancel_job(lane, job)
         chunk = self._load_chunk(batch_id, lane, number, position, first_ordinal)
 
@@ -770,6 +782,15 @@ class LaneExecutor:
             logger.warning("a stopped vendor job never ended: let go", extra={"lane_key": lane.lane_key})
         self._keep_job(batch_id, lane.lane_key, chunk, None)  # the answers kept, the job let go
         return True
+
+    def _job_left(self, lane: LaneRecord, number: int) -> SubmittedJob | None:
+        if lane.submitting is None or self.registry.execution_mode(lane.provider) != "batch_api":
+            return None  # (a sync lane notes no submit)
+        found = job_left(self.registry.batch_api(lane.provider), lane.submitting, number)
+        if found is None:
+            return None
+        logger.warning("a vendor job only a submit note named is stopped", extra={"lane_key": lane.lane_key})
+        return SubmittedJob(job_id=found, attempt=1, item_count=0, submitted_at=self._now())
 
     def _stopped_too_long(self, batch_id: str) -> bool:
         """Whether the batch ended longer than `stopped_job_wait_seconds` ago (a cancel a

@@ -11,6 +11,8 @@ OpenAI and Gemini look for it by that key among the jobs made since the note
 (`LooksUpLostJobs`). A job once stored clears the note in the same write, so a job whose
 answers were read (a worker that died after the vendor answered) is never taken again: a
 claim that finds the note gone uses a key of its own, and no claim ever writes a note back.
+A batch canceled meanwhile looks the noted job up by its key instead (`job_left`): it is
+stopped, and what it finished kept, as a stored job's is.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import NamedTuple
 from batchroute.clock import Clock
 from batchroute.providers.base import (
     BatchApiProvider,
+    FindsKeyedJobs,
     JobStatus,
     LooksUpLostJobs,
     ProviderRequest,
@@ -56,6 +59,17 @@ class Note(NamedTuple):
         if len(parts) != 4 or not parts[0].isdecimal() or not parts[2].isdecimal() or not parts[3]:
             return None
         return cls(int(parts[0]), parts[1], int(parts[2]), parts[3])
+
+
+def job_left(provider: BatchApiProvider, mark: str | None, chunk: int) -> str | None:
+    """The id of the job the submit noted by `mark` made for `chunk` (an invocation died
+    before storing it), where the vendor can name it by its key (FindsKeyedJobs); None when
+    there is no note for the chunk, no such job, or no way to find it (Bedrock, Anthropic).
+    Raises the adapter's TransientProviderError or ProviderUnavailable: look again later."""
+    note = Note.read(mark)
+    if note is None or note.chunk != chunk or not isinstance(provider, FindsKeyedJobs):
+        return None
+    return provider.job_made(note.key, since=note.at)
 
 
 @dataclass(eq=False)
