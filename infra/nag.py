@@ -87,7 +87,8 @@ BEDROCK_MODELS = (
     "Which models a lane calls is catalog data, not stack structure: invoking and batch jobs are "
     "allowed on Bedrock's foundation models, this account's inference profiles and its "
     "model-invocation jobs. ListFoundationModels and ListInferenceProfiles (the providers "
-    "check) list the whole region's models and profiles: granted on *."
+    "check) list the whole region's models and profiles, and ListModelInvocationJobs (a "
+    "canceled batch finding the job a dead invocation made) the region's jobs: granted on *."
 )
 BEDROCK_BATCH_PROFILES = (
     "A batch job runs its model through a cross-region inference profile: AWS's batch service "

@@ -149,7 +149,12 @@ class Providers(Construct):
         )
         function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["bedrock:ListFoundationModels", "bedrock:ListInferenceProfiles"], resources=["*"]
+                actions=[
+                    "bedrock:ListFoundationModels",
+                    "bedrock:ListInferenceProfiles",
+                    "bedrock:ListModelInvocationJobs",
+                ],
+                resources=["*"],
             )
         )
         function.add_to_role_policy(

@@ -60,6 +60,7 @@ OPERATIONS: Final[dict[str, tuple[str, str]]] = {
     "Converse": ("bedrock-runtime", "Converse"),
     "ConverseStream": ("bedrock-runtime", "ConverseStream"),
     "CreateModelInvocationJob": ("bedrock", "CreateModelInvocationJob"),
+    "ListModelInvocationJobs": ("bedrock", "ListModelInvocationJobs"),
 }
 RECORD_FAMILIES: Final = ("anthropic", "meta")
 ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"

@@ -15,6 +15,9 @@ plane at `<prefix>` (`runtime_url(base)` / `control_url(base)`).
     POST <prefix>/model-invocation-job                     CreateModelInvocationJob
     GET  <prefix>/model-invocation-job/{jobIdentifier}     GetModelInvocationJob (ARN or id)
     POST <prefix>/model-invocation-job/{jobIdentifier}/stop StopModelInvocationJob
+    GET  <prefix>/model-invocation-jobs                    ListModelInvocationJobs (nameContains,
+                                                            statusEquals, submitTimeAfter/Before,
+                                                            sortOrder, maxResults, nextToken)
     GET  <prefix>/foundation-models                        ListFoundationModels
     GET  <prefix>/inference-profiles                       ListInferenceProfiles
 
@@ -272,6 +275,7 @@ class BedrockEmulator:
         route("POST", "/model-invocation-job")(self.create_job)
         route("GET", r"/model-invocation-job/(?P<job>[^/]+)")(self.get_job)
         route("POST", r"/model-invocation-job/(?P<job>[^/]+)/stop")(self.stop_job)
+        route("GET", "/model-invocation-jobs")(self.list_jobs)
         route("GET", "/foundation-models")(self.list_models)
         route("GET", "/inference-profiles")(self.list_profiles)
 
@@ -558,6 +562,30 @@ class BedrockEmulator:
             job.status, job.stop_requested = "Stopping", self.clock()
         return Reply.json(200, {})
 
+    def list_jobs(self, request: Request) -> Reply:
+        """ListModelInvocationJobs: the jobs that match every filter given, by submit time
+        (newest first unless `sortOrder=Ascending`), `maxResults` a page (AWS documents no
+        default: all, up to 1000, here); `nextToken` the offset of the next page."""
+        query, violations = _list_query(request.query)
+        violations += request_violations("ListModelInvocationJobs", query)
+        offset = _page_offset(query.get("nextToken"))
+        if offset is None:
+            violations.append("$.nextToken: not a token this service gave")
+        if violations or offset is None:
+            return validation_reply(violations)
+        with self._lock:
+            known = list(self._jobs.values())
+        for job in known:
+            self._advance(job)
+        jobs = [job for job in known if _listed(job, query)]
+        jobs.sort(key=lambda job: job.submitted, reverse=query.get("sortOrder") != "Ascending")
+        size = int(query.get("maxResults") or 1000)
+        page = jobs[offset : offset + size]
+        answer: dict[str, Any] = {"invocationJobSummaries": [self._description(job) for job in page]}
+        if offset + size < len(jobs):
+            answer["nextToken"] = f"offset-{offset + size}"
+        return Reply.json(200, answer)
+
     def _find(self, request: Request) -> tuple[_Job | None, Reply]:
         identifier = unquote(request.params["job"])
         found = _JOB_ID.fullmatch(identifier)
@@ -747,6 +775,44 @@ class BedrockEmulator:
         if job.ended is not None:
             answer["endTime"] = _iso(job.ended)
         return answer
+
+
+def _list_query(raw: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """ListModelInvocationJobs' query string as the request's typed parameters (botocore's
+    model: `maxResults` an integer, the submit times ISO 8601 timestamps)."""
+    query: dict[str, Any] = dict(raw)
+    violations: list[str] = []
+    if "maxResults" in query:
+        if not str(query["maxResults"]).isdecimal():
+            violations.append("$.maxResults: should be an integer")
+            del query["maxResults"]
+        else:
+            query["maxResults"] = int(query["maxResults"])
+    for name in ("submitTimeAfter", "submitTimeBefore"):
+        if name in query:
+            try:
+                query[name] = datetime.fromisoformat(str(query[name]).replace("Z", "+00:00"))
+            except ValueError:
+                violations.append(f"$.{name}: should be an ISO 8601 timestamp")
+                del query[name]
+    return query, violations
+
+
+def _page_offset(token: str | None) -> int | None:
+    if token is None:
+        return 0
+    found = re.fullmatch(r"offset-(\d+)", token)
+    return int(found.group(1)) if found else None
+
+
+def _listed(job: _Job, query: Mapping[str, Any]) -> bool:
+    after, before = query.get("submitTimeAfter"), query.get("submitTimeBefore")
+    return (
+        str(query.get("nameContains", "")) in job.name
+        and query.get("statusEquals", job.status) == job.status
+        and (after is None or job.submitted > after.timestamp())
+        and (before is None or job.submitted < before.timestamp())
+    )
 
 
 def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:

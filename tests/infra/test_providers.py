@@ -106,6 +106,8 @@ def test_the_providers_check_may_list_bedrock_models_and_inference_profiles(cfn:
         # Then both lists are allowed, on every model and profile of the region
         assert _granted(statements, "bedrock:ListFoundationModels") == {"*"}, key
         assert _granted(statements, "bedrock:ListInferenceProfiles") == {"*"}, key
+    # And the lane runner may list its jobs (a canceled batch finds the job a dead invocation made)
+    assert _granted(_role_statements(cfn, prefix, "router"), "bedrock:ListModelInvocationJobs") == {"*"}
     # And a function that calls no provider may not
     assert not _granted(_role_statements(cfn, prefix, "settle"), "bedrock:ListInferenceProfiles")
 

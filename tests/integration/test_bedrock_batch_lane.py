@@ -24,7 +24,7 @@ from batchroute.providers.base import ProviderResult
 from batchroute.providers.bedrock import BatchSettings, BedrockBatch, BedrockClients, BedrockConverse
 from batchroute.providers.http import Timeouts
 from batchroute.providers.retry import RetryPolicy
-from batchroute.services.workflow.runner import LaneOutcome, SyncRemainder, run_lane_batch_job
+from batchroute.services.workflow.runner import LaneOutcome, SyncRemainder, build_request, run_lane_batch_job
 from batchroute.services.workflow.submits import RememberedSubmits
 from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
@@ -223,3 +223,20 @@ def test_an_invocation_that_died_after_bedrock_made_the_job_is_followed_by_no_se
     assert len(tokens) == 2 and len(set(tokens)) == 1
     assert len(stack.emulator._jobs) == 1
     assert outcome.finished and sorted(items.results) == list(range(5))
+
+
+def test_a_canceled_batch_finds_the_job_a_dead_invocation_made_without_making_one(stack: Stack) -> None:
+    # Given: an invocation noted its submit, Bedrock made the job, and the invocation died
+    batch = BedrockBatch("bedrock", stack.clients, BatchSettings(bucket=BUCKET, role_arn=ROLE, min_records=1))
+    noted = int(stack.clock.now)
+    items = Items(3)
+    made = batch.submit(
+        [build_request(seq, item, LANE, attempt=1) for seq, item in items.load(None)], key="k1"
+    )
+    stack.clock.now += 2400
+    batch.submit([build_request(9, items.item(9), LANE, attempt=1)], key="other")
+    # When the batch is canceled and the lane looks the noted key up (FindsKeyedJobs)
+    # Then ListModelInvocationJobs names that job's ARN, and no job is made
+    assert batch.job_made("k1", since=noted) == made
+    assert batch.job_made("never", since=noted) is None
+    assert len(stack.emulator._jobs) == 2

@@ -24,7 +24,7 @@ import tracemalloc
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -432,6 +432,37 @@ def test_control_plane_answers_parse(s3: Any, control: Any, clock: Clock) -> Non
     )["jobArn"]
     failed = control.get_model_invocation_job(jobIdentifier=missing)
     assert failed["status"] == "Failed" and "Could not read the input" in failed["message"]
+
+
+def test_model_invocation_jobs_list_filters_pages_and_refuses_as_bedrock_does(
+    s3: Any, control: Any, clock: Clock
+) -> None:
+    s3.put_object(Bucket=BUCKET, Key="in/a.jsonl", Body=b"")
+    made = []
+    for n in range(3):
+        made.append(
+            control.create_model_invocation_job(
+                jobName=f"list-check-{n}",
+                roleArn=ROLE,
+                modelId=CLAUDE,
+                inputDataConfig={"s3InputDataConfig": {"s3Uri": f"s3://{BUCKET}/in/a.jsonl"}},
+                outputDataConfig={"s3OutputDataConfig": {"s3Uri": f"s3://{BUCKET}/out/"}},
+            )["jobArn"]
+        )
+        clock.now += 60
+    listed = control.list_model_invocation_jobs()["invocationJobSummaries"]
+    assert [job["jobArn"] for job in listed] == made[::-1]  # newest first
+    named = control.list_model_invocation_jobs(nameContains="check-1")["invocationJobSummaries"]
+    assert [job["jobName"] for job in named] == ["list-check-1"]
+    since = datetime.fromtimestamp(clock.now - 150, UTC)
+    recent = control.list_model_invocation_jobs(submitTimeAfter=since, sortOrder="Ascending")
+    assert [job["jobArn"] for job in recent["invocationJobSummaries"]] == made[1:]
+    pages = control.get_paginator("list_model_invocation_jobs").paginate(PaginationConfig={"PageSize": 2})
+    assert [len(page["invocationJobSummaries"]) for page in pages] == [2, 1]
+    with pytest.raises(control.exceptions.ValidationException):
+        control.list_model_invocation_jobs(nextToken="not-ours")
+    with pytest.raises(control.exceptions.ValidationException):
+        control.list_model_invocation_jobs(nameContains="not a name!")
 
 
 # -- (b) the adapter against the emulator --------------------------------------------------

@@ -166,5 +166,5 @@ def test_a_canceled_lane_finds_the_job_its_chunk_note_names_and_only_that() -> N
     # Another chunk's note, no note, a note whose key made nothing: no job
     assert job_left(vendor, mark, 3) is None and job_left(vendor, None, 2) is None
     assert job_left(vendor, Note(2, "digest", NOW, "k2").mark(), 2) is None
-    # A vendor that cannot name a job by its key (Bedrock, Anthropic): none, and nothing asked
+    # A vendor that cannot name a job by its key (Anthropic): none, and nothing asked
     assert job_left(FakeVendor(), mark, 2) is None

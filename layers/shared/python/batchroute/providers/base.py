@@ -431,7 +431,8 @@ class LooksUpLostJobs(Protocol):
 @runtime_checkable
 class FindsKeyedJobs(Protocol):
     """A batch adapter that can name the job a keyed submission made without making one
-    (OpenAI and Gemini by the key they keep on the job, the simulator by its id): a batch
+    (OpenAI and Gemini by the key they keep on the job, Bedrock by the job name it makes of
+    the key, the simulator by its id): a batch
     canceled after an invocation died between the vendor making its job and storing it still
     has that job stopped and what it finished kept (services/workflow/execution.py)."""
 

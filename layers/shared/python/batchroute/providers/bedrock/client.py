@@ -103,6 +103,8 @@ DEFAULT_BATCH_PREFIX: Final = "bedrock-batch"
 # instead (services/workflow/runner.py); submit() still refuses one, as a guard.
 DEFAULT_MIN_RECORDS: Final = 100
 _JOB_NAME_PREFIX: Final = "batchroute-"
+# A job in these states ran nothing more and holds nothing to collect.
+_OF_NO_USE: Final = frozenset({"Failed", "Stopping", "Stopped", "Expired"})
 # A job name is at most 63 characters of [a-zA-Z0-9] runs joined by '-' (botocore's
 # ModelInvocationJobName): what the prefix and the `-stops` mark leave for the key.
 _JOB_KEY_CHARS: Final = 63 - len(_JOB_NAME_PREFIX) - len(transform.STOPS_MARK)
@@ -431,6 +433,24 @@ class BedrockBatch:
                 timeoutDurationInHours=settings.timeout_hours,
             )
         return str(created["jobArn"])
+
+    def job_made(self, key: str, *, since: int) -> str | None:
+        """FindsKeyedJobs: the ARN of the job submission `key` made (its name is the key's),
+        not failed, stopped or expired, by ListModelInvocationJobs (its ARN is random)."""
+        name = self._job_name(key)
+        after = datetime.fromtimestamp(since - base.CLOCK_SKEW_SECONDS, UTC)
+        with _mapped(self.slug):
+            pages = (
+                self.clients.control()
+                .get_paginator("list_model_invocation_jobs")
+                .paginate(nameContains=name, submitTimeAfter=after, PaginationConfig={"MaxItems": 1000})
+            )
+            for page in pages:
+                for job in page.get("invocationJobSummaries") or []:
+                    named = job.get("jobName") in (name, name + transform.STOPS_MARK)
+                    if named and job.get("status") not in _OF_NO_USE:
+                        return str(job["jobArn"])
+        return None
 
     def poll(self, job_id: str) -> base.JobStatus:
         return transform.job_status(self._job(job_id))

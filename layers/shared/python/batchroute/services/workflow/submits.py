@@ -64,7 +64,7 @@ class Note(NamedTuple):
 def job_left(provider: BatchApiProvider, mark: str | None, chunk: int) -> str | None:
     """The id of the job the submit noted by `mark` made for `chunk` (an invocation died
     before storing it), where the vendor can name it by its key (FindsKeyedJobs); None when
-    there is no note for the chunk, no such job, or no way to find it (Bedrock, Anthropic).
+    there is no note for the chunk, no such job, or no way to find it (Anthropic).
     Raises the adapter's TransientProviderError or ProviderUnavailable: look again later."""
     note = Note.read(mark)
     if note is None or note.chunk != chunk or not isinstance(provider, FindsKeyedJobs):
