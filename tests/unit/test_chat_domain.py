@@ -164,6 +164,26 @@ def test_hold_is_prompt_plus_max_tokens_or_the_lane_limit_on_the_dearest_lane() 
     assert edge.charge(1_000_000, 1_000_000) == Money.usd("0.05")  # direct prices 0.02 + 0.03
 
 
+def test_without_max_tokens_a_lane_is_asked_for_no_more_than_its_window_leaves_beside_the_prompt() -> None:
+    # Given a Qwen 2.5 prompt of ~25k tokens (a 32,768-token window) and no max_tokens
+    body = {
+        "model": "Qwen/Qwen2.5-72B-Instruct",
+        "messages": [{"role": "user", "content": "word " * 15_000}],
+    }
+    request = parse_chat_request(body, CATALOG)
+    plan = plan_direct(request, CATALOG, live=LIVE, now=NOW, guards=GUARDS)
+    prompt = request.facts.prompt_tokens
+    assert plan.lanes and any(lane.lane.max_output_tokens + prompt > 32_768 for lane in plan.lanes)
+    for lane in plan.lanes:
+        # Then each lane is sent what fits: its own limit, or the room its window leaves
+        room = lane.lane.context_window - prompt
+        assert lane.max_output_tokens == min(lane.lane.max_output_tokens, room) > 0, lane.lane_id
+        assert prompt + lane.max_output_tokens <= lane.lane.context_window
+        # And the hold covers what it was sent
+        output = Decimal(lane.max_output_tokens) * lane.lane.price.output_per_mtok
+        assert lane.hold >= Money.usd_ceil(output / 10**6)
+
+
 def test_the_hold_covers_input_billed_as_cache_writes_above_the_input_price() -> None:
     body = {"model": "claude-sonnet-4", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}
     plan = plan_direct(parse_chat_request(body, CATALOG), CATALOG, live=LIVE, now=NOW, guards=GUARDS)

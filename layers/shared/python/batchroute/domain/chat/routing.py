@@ -288,8 +288,15 @@ def _direct_lane(
 ) -> DirectLane:
     limit = lane.max_output_tokens
     asked = request.max_tokens
-    max_output = limit if asked is None else (min(asked, limit) if limit > 0 else asked)
     prompt = request.facts.prompt_tokens
+    if asked is None:
+        # No cap asked: as much as the lane writes, but no more than its window leaves beside
+        # the prompt (vendors refuse prompt + max_tokens past the window; the context gate
+        # let the lane in on the default output, which that room always holds)
+        room = lane.context_window - prompt if lane.context_window > 0 else limit
+        max_output = min(limit, room) if limit > 0 and room > 0 else max(limit, room)
+    else:
+        max_output = min(asked, limit) if limit > 0 else asked
     price = lane.price
     # The hold covers the dearest way the vendor may bill the input: all of it written to
     # its prompt cache, where a cache write costs more than fresh input (Anthropic).
