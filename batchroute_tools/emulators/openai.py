@@ -183,6 +183,13 @@ def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | Non
     }
 
 
+def answered_with_call(body: Mapping[str, Any], answer: Answer) -> tuple[Answer, dict[str, Any] | None]:
+    """The answer to a chat completion and the call a `tool_choice` forces, if any: then
+    no text, finish `tool_calls`."""
+    call = forced_call(body, answer)
+    return (answer if call is None else replace(answer, pieces=(), finish="tool_calls")), call
+
+
 def error_body(
     message: str, *, kind: str, code: str | None = None, param: str | None = None
 ) -> dict[str, Any]:
@@ -470,11 +477,8 @@ class OpenAIEmulator:
         if isinstance(admitted, Reply):
             return admitted
         body, work, fault = admitted
-        answer = self.answer(work)
+        answer, call = answered_with_call(body, self.answer(work))
         ident, created = f"chatcmpl-{answer.ident}", int(self.clock())
-        call = forced_call(body, answer)
-        if call is not None:
-            answer = replace(answer, pieces=(), finish="tool_calls")
         if not work.stream:
             return self._whole(self.completion(work, answer, ident, created, call), fault)
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -890,8 +894,9 @@ class OpenAIEmulator:
             result = openai_responses.response_object(
                 body, work, answer, ident=answer.ident, created=int(self.clock())
             )
-        else:
-            result = self.completion(work, answer, f"chatcmpl-{answer.ident}", int(self.clock()))
+        else:  # a forced call answered as Chat Completions answers it alone
+            answer, call = answered_with_call(body, answer)
+            result = self.completion(work, answer, f"chatcmpl-{answer.ident}", int(self.clock()), call)
         row = {
             "id": f"batch_req_{uuid.uuid4().hex[:24]}",
             "custom_id": custom_id,

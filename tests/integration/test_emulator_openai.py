@@ -773,6 +773,23 @@ def test_a_chunk_of_both_apis_is_one_vendor_job_per_endpoint(
     assert "+" not in batch.submit([request("a", custom_id="seq-9"), request("b", custom_id="seq-8")])
 
 
+def test_a_batch_line_that_forces_a_function_call_is_answered_with_the_call(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    # Given a batch line that must call get_weather, as a Chat Completions request would alone
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit([request("Weather?", custom_id="seq-0", tools=[WEATHER_TOOL], tool_choice="required")])
+    clock.now += 61
+    assert batch.poll(job).state == "completed"
+    # Then its result is the call (no text, finish tool_calls), as the SDK's type has it
+    (result,) = batch.results(job)
+    assert result.raw is not None
+    [choice] = ChatCompletion.model_validate(result.raw).choices
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    assert [c.function.name for c in choice.message.tool_calls or []] == ["get_weather"]
+
+
 def test_a_composite_job_is_cancelled_part_by_part_and_known_only_whole(
     clocked: tuple[EmulatorServer, ManualClock],
 ) -> None:
