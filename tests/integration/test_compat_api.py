@@ -222,7 +222,20 @@ def test_other_refused_uploads_answer_in_the_vendor_shape(client: TestClient, au
         data={"purpose": "batch"},
         headers=auth,
     )
-    assert "not supported" in vendor_error(pdf, 400)["message"]
+    refused = vendor_error(pdf, 400)
+    assert "not supported" in refused["message"]
+    # (named as the Uploads API names the same problem: one code, the field concerned)
+    assert (refused["code"], refused["param"]) == ("unsupported_file_type", "file")
+    sniffed = client.post(  # a JSON Lines name and type over a PDF's bytes
+        f"{BASE}/files",
+        files={"file": ("a.jsonl", b"%PDF-1.7\n" + b"x" * 600, "application/jsonl")},
+        data={"purpose": "batch"},
+        headers=auth,
+    )
+    assert (vendor_error(sniffed, 400)["code"], vendor_error(sniffed, 400)["param"]) == (
+        "unsupported_file_type",
+        "file",
+    )
     big = jsonl([row(n, text="x" * 500) for n in range(200)])
     too_large = vendor_error(upload(client, auth, big), 413)
     assert "uploads" in too_large["message"]

@@ -260,9 +260,14 @@ class _Intake:
             chunk = self._release_head()
         self._pass(chunk)
 
-    def finish(self) -> ScanResult:
+    def check_type(self) -> None:
+        """The file type checked now on the bytes so far (a file shorter than SNIFF_BYTES is
+        otherwise checked at `finish`)."""
         if self._head is not None:
             self._pass(self._release_head())
+
+    def finish(self) -> ScanResult:
+        self.check_type()
         return self._scan.finish()
 
     def _release_head(self) -> bytes:
@@ -307,6 +312,10 @@ class DirectUpload:
 
     def write(self, chunk: bytes) -> None:
         self._intake.feed(chunk)
+
+    def check_type(self) -> None:
+        """Once every byte was written: FilePreflightFailed for a file that is not JSON Lines."""
+        self._intake.check_type()
 
     def finish(self, *, purpose: str | None = None) -> FileRecord:
         chosen = check_purpose(purpose)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Protocol, cast
@@ -43,7 +44,7 @@ from batchroute.domain.compat.batches import (
 from batchroute.domain.workflow.results import ArtifactRow
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
-from batchroute.services.batches.files import DirectUpload, FileService
+from batchroute.services.batches.files import DirectUpload, FilePreflightFailed, FileService
 from batchroute.services.batches.ports import Artifacts, BatchReader
 from batchroute.services.batches.reads import RetentionTerms
 from batchroute.services.workflow.retention_gc import ReclaimMarks
@@ -92,6 +93,19 @@ class InvalidRows(InvalidRequest):
         )
 
 
+@contextmanager
+def file_type_named_as_uploads_name_it() -> Iterator[None]:
+    """A type the native file check refuses (declared, or sniffed from the first bytes) is
+    400 `unsupported_file_type` naming `file`, as the Uploads API names it, not the native
+    `batch_preflight_failed`: one code for one problem."""
+    try:
+        yield
+    except FilePreflightFailed as refused:
+        raise InvalidRequest(
+            refused.issue["message"], code="unsupported_file_type", details={"param": "file"}
+        ) from refused
+
+
 class CompatUpload:
     """A compat input file in progress: `write()` each chunk, then `finish()`. The bytes go
     through the native upload (file type, line checks, S3) and the row check side by side."""
@@ -106,10 +120,13 @@ class CompatUpload:
         return self._upload.file_id
 
     def write(self, chunk: bytes) -> None:
-        self._upload.write(chunk)
+        with file_type_named_as_uploads_name_it():
+            self._upload.write(chunk)
         self._check.feed(chunk)
 
     def finish(self) -> FileRecord:
+        with file_type_named_as_uploads_name_it():
+            self._upload.check_type()  # a file that is no JSON Lines is that, not bad rows
         self._check.finish()
         if self._check.problem_count:
             self._upload.abort()
@@ -117,7 +134,8 @@ class CompatUpload:
         if self._check.rows == 0:
             self._upload.abort()
             raise InvalidRequest("The file holds no requests.", code="empty_file", details={"param": "file"})
-        return self._upload.finish(purpose=COMPAT_PURPOSE)
+        with file_type_named_as_uploads_name_it():
+            return self._upload.finish(purpose=COMPAT_PURPOSE)
 
     def abort(self) -> None:
         self._upload.abort()
@@ -156,7 +174,8 @@ class CompatFiles:
     ) -> CompatUpload:
         authorize(principal, "batches:create")
         service = self._assembler if assembled else self.files
-        upload = service.begin_upload(principal.org_id, filename=filename, content_type=content_type)
+        with file_type_named_as_uploads_name_it():
+            upload = service.begin_upload(principal.org_id, filename=filename, content_type=content_type)
         return CompatUpload(upload, max_line_bytes=self.files.limits.max_line_bytes)
 
     # -- the File object -------------------------------------------------------------------------
