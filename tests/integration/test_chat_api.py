@@ -397,6 +397,33 @@ def test_queued_request_is_a_one_item_batch_and_its_job_completes(
     assert _ledger().violations(org.org_id) == []
 
 
+def test_a_queued_request_retried_with_its_idempotency_key_answers_the_first_job(
+    client: TestClient, org: TestOrg
+) -> None:
+    body = {"model": LLAMA, "messages": _messages(), "max_tokens": 16, "batch": True}
+
+    def queued(key: str, sent: dict[str, Any] = body) -> httpx.Response:
+        return client.post(
+            "/v1/chat/completions", json=sent, headers={**org.key_headers(), "Idempotency-Key": key}
+        )
+
+    before = _ledger().state(org.org_id)
+    # Given a queued request whose 202 was lost, when it is sent again with the same key
+    first, again = queued("chat-retry-0001"), queued("chat-retry-0001")
+    # Then the retry answers the same job, and only one batch is reserved for
+    assert first.status_code == again.status_code == 202, again.text
+    assert again.json()["id"] == first.json()["id"]
+    record = BatchRecords(get_settings().table_name("batches")).get(first.json()["batch_id"])
+    assert record is not None and record.reserved_micros > 0
+    assert _ledger().state(org.org_id).reserved - before.reserved == Money(record.reserved_micros)
+    # And another key is another job; the same key with another body is refused
+    assert queued("chat-retry-0002").json()["id"] != first.json()["id"]
+    other = queued("chat-retry-0001", {**body, "max_tokens": 17})
+    assert other.status_code == 409, other.text
+    # And a key batch create would refuse is refused here too
+    assert queued("short").json()["error"]["code"] == "invalid_idempotency_key"
+
+
 def test_a_queued_job_whose_first_lane_failed_over_reads_the_lane_that_answered(
     client: TestClient, org: TestOrg, local_aws: LocalStack
 ) -> None:

@@ -148,9 +148,9 @@ def _open(wiring: Wiring, caller: _Caller, chat: ChatRequest) -> DirectCall:
         raise
 
 
-def _queue(wiring: Wiring, principal: Principal, chat: ChatRequest) -> ChatJobView:
+def _queue(wiring: Wiring, principal: Principal, chat: ChatRequest, key: str | None) -> ChatJobView:
     wiring.rate_limiter.check_caller(principal)
-    return wiring.chat_jobs.queue(principal, chat)
+    return wiring.chat_jobs.queue(principal, chat, key)
 
 
 # The body is read by the route itself (below), so it is documented by reference.
@@ -158,7 +158,17 @@ _CHAT_BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {"schema": schema_ref(ChatCompletionRequest, "validation")}},
-    }
+    },
+    "parameters": [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string", "minLength": 8, "maxLength": 128},
+            "description": "Queued requests only: a retry with the same key and body answers the "
+            "job the first one queued (another body: 409); direct requests ignore it",
+        }
+    ],
 }
 _EVENT_STREAM = {
     "schema": {
@@ -206,7 +216,8 @@ async def create_chat_completion(request: Request) -> Response:
         raise
     if chat.queue is not None:
         await run_in_threadpool(caller.confirm)
-        job = await run_in_threadpool(_queue, wiring, principal, chat)
+        key = request.headers.get("Idempotency-Key")
+        job = await run_in_threadpool(_queue, wiring, principal, chat, key)
         return JSONResponse(job, status_code=202)
     call = await run_in_threadpool(_open, wiring, caller, chat)
     headers = {PROVIDER_HEADER: call.provider, LANE_HEADER: call.lane.lane_id, BATCH_HEADER: call.batch_id}

@@ -6,10 +6,14 @@ it at batch prices; credits are reserved in the same transaction as the batch), 
 id `batch_<x>` whose job is `chatjob_<x>`. The batch API sees and cancels it like any
 other. The job view reads the batch and, once it ran, its one result line (output, usage,
 provider) from the lane's result chunk; once retention reclaimed it, 410 `results_expired`.
+An `Idempotency-Key` (optional here) makes a retried request answer the job the first one
+queued, as `POST /v1/batches` answers a replay (a different body with it: 409).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -31,7 +35,7 @@ from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import Forbidden, Gone, NotFound, PaymentRequired
 from batchroute.ids import new_id
 from batchroute.services.batches.commands import CreateBatch
-from batchroute.services.batches.create import CreateAnswer, Surface
+from batchroute.services.batches.create import CreateAnswer, Surface, check_idempotency_key
 from batchroute.services.batches.ports import BatchStore, ObjectStore
 from batchroute.services.batches.reads import finished_result_lines
 
@@ -52,8 +56,11 @@ class ChatJobs:
     records: BatchStore
     artifacts: ObjectStore
 
-    def queue(self, principal: Principal, request: ChatRequest) -> ChatJobView:
-        """Create the one-item batch; the 202 body is the chat job (status `queued`)."""
+    def queue(
+        self, principal: Principal, request: ChatRequest, idempotency_key: str | None = None
+    ) -> ChatJobView:
+        """Create the one-item batch; the 202 body is the chat job (status `queued`), or the
+        job the first request with `idempotency_key` queued."""
         authorize(principal, "batches:create")
         assert request.queue is not None
         batch_id = new_id("batch")
@@ -70,10 +77,10 @@ class ChatJobs:
         if request.queue.work_order_id is not None:
             body["work_order_id"] = request.queue.work_order_id
         try:
-            self.batches.create(
+            answer = self.batches.create(
                 principal,
                 CreateBatch.parse(body),
-                f"chat-{job_id}",  # one request, one batch: the key only satisfies batch create
+                _batch_key(idempotency_key) or f"chat-{job_id}",  # no key: one request, one batch
                 Surface(
                     CHAT_SOURCE,
                     batch_id=batch_id,
@@ -82,6 +89,7 @@ class ChatJobs:
             )
         except PaymentRequired as exc:
             raise _chat_refusal(exc) from exc
+        batch_id = str(json.loads(answer.body)["batch"]["id"])  # a replay's: the first request's
         batch = self.records.get(batch_id)
         if batch is None:  # written in the create transaction: only a broken store gets here
             raise NotFound("The queued job could not be read back.", code="chat_job_not_found")
@@ -144,6 +152,16 @@ class ChatJobs:
             if int(row.get("seq", -1)) == 0 and (found is None or row.get("status") == "completed"):
                 found = row
         return found
+
+
+def _batch_key(idempotency_key: str | None) -> str | None:
+    """The batch create key of a queued request's `Idempotency-Key` (checked as batch create
+    checks one; blank: none): `chat-` and a digest, so a key of the longest length still
+    fits beside the prefix."""
+    if idempotency_key is None or not idempotency_key.strip():
+        return None
+    digest = hashlib.sha256(check_idempotency_key(idempotency_key).encode()).hexdigest()
+    return f"chat-{digest[:48]}"
 
 
 def _chat_refusal(exc: PaymentRequired) -> Exception:
