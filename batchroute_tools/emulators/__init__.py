@@ -37,6 +37,16 @@ def _vendor_name(lane: Lane) -> str:
     return lane.provider_model_id or lane.model
 
 
+def _windows(catalog: Catalog, slug: str) -> dict[str, int]:
+    """The context window of each of `_models` (the smallest, were lanes to differ)."""
+    windows: dict[str, int] = {}
+    for lane in catalog.lanes:
+        if lane.provider == slug and lane.context_window > 0:
+            name = _vendor_name(lane)
+            windows[name] = min(windows.get(name, lane.context_window), lane.context_window)
+    return windows
+
+
 def _embedding_models(catalog: Catalog, slug: str) -> tuple[str, ...]:
     """Those of `_models` the catalog sends embeddings to."""
     return tuple(
@@ -63,6 +73,7 @@ def build_vendors(
             prefix="/openai",
             models=_models(catalog, "openai"),
             embedding_models=_embedding_models(catalog, "openai"),
+            windows=_windows(catalog, "openai"),
             clock=clock,
         ).vendor,
         AnthropicEmulator(
@@ -84,6 +95,7 @@ def build_vendors(
                 prefix=f"/hosts/{slug}",
                 models=_models(catalog, slug),
                 embedding_models=_embedding_models(catalog, slug),
+                windows=_windows(catalog, slug),
                 batch=slug in HOSTS_WITH_BATCHES,
                 responses_api=False,  # the hosts speak Chat Completions only
                 clock=clock,

@@ -83,7 +83,15 @@ from typing import Any, Final
 
 import batchroute_tools.emulators.openai_responses as openai_responses
 from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
-from batchroute_tools.emulators.behaviour import DOWN_MARK, Answer, Behaviour, Fault, Work, stop_sequences
+from batchroute_tools.emulators.behaviour import (
+    DOWN_MARK,
+    Answer,
+    Behaviour,
+    Fault,
+    Work,
+    prompt_tokens,
+    stop_sequences,
+)
 from batchroute_tools.emulators.cache import OPENAI_CACHE, CacheRule, PromptCache
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -331,6 +339,7 @@ class OpenAIEmulator:
         prefix: str,
         models: tuple[str, ...] = (),
         embedding_models: tuple[str, ...] | None = None,
+        windows: Mapping[str, int] | None = None,
         batch: bool = True,
         responses_api: bool = True,
         clock: Clock = time.time,
@@ -345,6 +354,8 @@ class OpenAIEmulator:
             if embedding_models is None
             else embedding_models
         )
+        # each model's context window (a model not named: no limit), by its vendor name
+        self.windows = dict(windows or {})
         # OpenAI's summed-token limit of one embeddings request; the hosts have none
         self.request_token_limit = REQUEST_TOKEN_LIMIT if provider == "openai" else None
         self.clock = clock
@@ -414,10 +425,28 @@ class OpenAIEmulator:
     def refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """OpenAI's answer to a valid request to `url` it still refuses: its refusal of the
         model (`model_refusal`), or (OpenAI itself) embeddings inputs over its 300,000 tokens."""
-        refused = self.model_refusal(url, body)
+        refused = self.model_refusal(url, body) or self.over_window(url, body)
         if refused is not None or url != EMBEDDINGS_URL:
             return refused
         return _over_request_tokens(self.work(body, path=url), self.request_token_limit)
+
+    def over_window(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """OpenAI's 400 `context_length_exceeded` for a Chat Completions request whose
+        messages (counted as its `usage` counts them) and output limit (`max_completion_tokens`
+        or `max_tokens`, when given) exceed the model's context window; None when they fit."""
+        window = self.windows.get(str(body.get("model")))
+        if url != CHAT_URL or not window:
+            return None
+        asked = int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+        prompt = prompt_tokens(m for m in body.get("messages") or [] if isinstance(m, Mapping))
+        if prompt + asked <= window:
+            return None
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        return 400, error_body(message, kind=INVALID, code="context_length_exceeded", param="messages")
 
     def model_refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """OpenAI's answer (status, error body) to a request to `url` (its API's path) whose
@@ -448,7 +477,7 @@ class OpenAIEmulator:
         refused = violations(operation, body)
         if refused:
             return invalid_reply(refused[0])
-        model_refused = self.model_refusal(request.path, body)
+        model_refused = self.model_refusal(request.path, body) or self.over_window(request.path, body)
         if model_refused is not None:
             return Reply.json(*model_refused)
         work = self.work(body, path=request.path)

@@ -194,6 +194,19 @@ def test_direct_chat_fails_over_before_the_first_byte(api: httpx.Client, model: 
     assert whole.json()["provider"] != failing
 
 
+def test_direct_chat_without_max_tokens_asks_no_lane_for_more_than_its_window_leaves(
+    api: httpx.Client,
+) -> None:
+    # Given a ~25k-token prompt to a 32,768-token model and no max_tokens: its lanes write up to
+    # 16,384 tokens, and the hosts (their emulators as they do) refuse prompt + max_tokens
+    # past the window with 400 context_length_exceeded, which no lane fails over from
+    body = {"model": "Qwen/Qwen2.5-72B-Instruct", "messages": [{"role": "user", "content": "word " * 15_000}]}
+    answer = api.post("/v1/chat/completions", json=body, headers=_key(api))
+    # Then the cheapest lane answers, asked only for what fits beside the prompt
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["provider"] == "deepinfra"
+
+
 def test_hosted_tools_and_tool_histories_run_where_the_catalog_promises_them(api: httpx.Client) -> None:
     key = _key(api)
     # Given items with hosted tools on three vendors, a plain item with a stop sequence beside a

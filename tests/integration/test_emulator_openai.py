@@ -912,3 +912,37 @@ def test_a_job_cancelled_unpolled_keeps_what_it_finished_by_the_cancel(
     # Then it keeps the half it had finished by the cancel, as the vendor would
     assert batch.poll(job).state == "cancelled"
     assert sorted(r.custom_id for r in batch.results(job) if r.status == "completed") == ["seq-0", "seq-1"]
+
+
+def test_a_chat_request_past_the_models_window_is_refused_as_openai_refuses_it(
+    server: EmulatorServer,
+) -> None:
+    # Given a model of a 1,000-token window (a catalog lane's, by its vendor name)
+    emulator = OpenAIEmulator(
+        Behaviour(EmulatorConfig(ttft_seconds=0.0)),
+        provider="openai",
+        prefix="/small",
+        models=(MODEL,),
+        windows={MODEL: 1_000},
+    )
+    small = EmulatorServer([emulator.vendor]).start()
+    try:
+        sdk = openai.OpenAI(base_url=small.base_url + "/small/v1", api_key="sk-local", max_retries=0)
+        messages: Any = [{"role": "user", "content": "word " * 400}]
+        # When the messages and the output limit asked exceed it / Then OpenAI's 400
+        with pytest.raises(openai.BadRequestError) as refused:
+            sdk.chat.completions.create(model=MODEL, messages=messages, max_completion_tokens=600)
+        assert (refused.value.code, refused.value.param) == ("context_length_exceeded", "messages")
+        assert "maximum context length is 1000 tokens" in refused.value.message
+        # And what fits is answered (no limit asked: the messages alone are counted)
+        assert sdk.chat.completions.create(model=MODEL, messages=messages, max_tokens=100).choices
+        assert sdk.chat.completions.create(model=MODEL, messages=messages).choices
+        # And a batch line past the window gets the same 400 in the error file
+        assert (
+            emulator.refusal(
+                "/v1/chat/completions", {"model": MODEL, "messages": messages, "max_tokens": 900}
+            )
+            is not None
+        )
+    finally:
+        small.stop()
