@@ -19,6 +19,7 @@ from batchroute.domain.compat.batches import (
     RowCheck,
     RowProblem,
     batch_object,
+    input_message,
     input_param,
     output_line,
     read_row,
@@ -139,6 +140,38 @@ def test_preflight_paths_become_request_fields(path: str | None, param: str | No
 )
 def test_a_field_is_named_as_the_endpoints_body_names_it(path: str, endpoint: str, param: str) -> None:
     assert input_param(path, endpoint) == param
+
+
+@pytest.mark.parametrize(
+    ("message", "path", "endpoint", "said"),
+    [
+        (
+            "input.n may only be 1 here.",
+            "items[1].input.n",
+            "/v1/chat/completions",
+            "body.n may only be 1 here.",
+        ),
+        (
+            "customer_item_id 'a' is already used by items[0].",
+            "items[1].customer_item_id",
+            "/v1/chat/completions",
+            "custom_id 'a' is already used by another line.",
+        ),
+        (
+            "input.messages is required.",
+            "items[0].input.messages",
+            "/v1/responses",
+            "body.input is required.",
+        ),
+        # a name that only contains the field's is left alone
+        ("input.nx is fine; input.n is not.", "items[0].input.n", "", "input.nx is fine; body.n is not."),
+        ("The file holds no items.", None, "", "The file holds no items."),
+    ],
+)
+def test_a_preflight_message_names_fields_as_a_vendor_row_has_them(
+    message: str, path: str | None, endpoint: str, said: str
+) -> None:
+    assert input_message(message, path, endpoint) == said
 
 
 def _batch(state: str, *, finalized: bool = False, **extra: Any) -> BatchRecord:

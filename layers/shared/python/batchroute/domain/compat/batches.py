@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -148,6 +149,21 @@ def input_param(path: str | None, endpoint: str = "") -> str | None:
         "operation": "url",
         "preset": "body.preset",
     }.get(head, rest)
+
+
+def input_message(message: str, path: str | None, endpoint: str = "") -> str:
+    """A native preflight message in the names a vendor row has: the issue's own field
+    (`input.n`) as `input_param` names it (`body.n`), a customer item id as `custom_id`, and
+    another item (`items[0]`) as another line."""
+    native = path.partition("].")[2] if path and path.startswith("items[") else ""
+    named = input_param(path, endpoint)
+    if native and named and native != named:
+        message = re.sub(rf"(?<![\w.]){re.escape(native)}(?![\w])", named, message)
+    message = re.sub(r"(?<![\w.])customer_item_id(?![\w])", "custom_id", message)
+    return _OTHER_ITEM.sub("another line", message)
+
+
+_OTHER_ITEM: Final = re.compile(r"\bitems\[\d+\]")
 
 
 @dataclass

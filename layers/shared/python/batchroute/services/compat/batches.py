@@ -30,6 +30,7 @@ from batchroute.domain.compat.batches import (
     VendorBatchListView,
     VendorBatchView,
     batch_object,
+    input_message,
     input_param,
     read_row,
     vendor_list,
@@ -316,7 +317,8 @@ def _preflight_error(exc: InvalidRequest, endpoint: str) -> InvalidRequest:
         return exc
     first = errors[0]
     line = first.get("line")
-    message = f"Line {line}: {first['message']}" if line else str(first["message"])
+    said = input_message(str(first["message"]), first.get("path"), endpoint)
+    message = f"Line {line}: {said}" if line else said
     if len(errors) > 1:
         message += f" ({len(errors)} problems in all; the first is shown.)"
     return InvalidRequest(
