@@ -615,6 +615,23 @@ def test_a_name_that_now_resolves_inward_is_refused_before_any_connection() -> N
     assert refused.value.code == "unsafe_url" and "169.254.169.254" in refused.value.message
 
 
+@pytest.mark.parametrize("variable", ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"])
+def test_an_aws_target_goes_to_aws_whatever_endpoint_the_service_itself_is_configured_with(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # Given a service whose own AWS clients are pointed elsewhere (local mode: its moto)
+    monkeypatch.setenv(variable, "http://127.0.0.1:5000")
+    buckets = CustomerBuckets(UrlGuard(resolve=lambda host, port: ["93.184.215.14"]))
+    # Then a target with no endpoint_url still goes to S3 in its region: never the service's
+    # own store, where no customer key is checked
+    bucket = buckets.open(_target(region="eu-west-1"), "secret-value-0123456789")
+    assert bucket.s3.meta.endpoint_url == "https://s3.eu-west-1.amazonaws.com"
+    # And a custom endpoint stays the one the customer named
+    endpoint = _target(endpoint_url="https://s3.customer.example", region=None)
+    custom = buckets.open(endpoint, "secret-0123456789")
+    assert custom.s3.meta.endpoint_url == "https://s3.customer.example"
+
+
 # -- small reads and a deadline: the customer's endpoint is not trusted to be small or quick ------
 @pytest.mark.parametrize("status", [200, 403])
 def test_an_oversize_answer_is_refused_after_the_cap_and_one_chunk(status: int) -> None:

@@ -143,6 +143,10 @@ class CustomerBuckets:
             s3={"addressing_style": "path" if custom else "virtual"},
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
+            # A target without an endpoint is the customer's bucket at AWS: never where the
+            # service's own clients are pointed (AWS_ENDPOINT_URL: local mode's moto, where
+            # no customer key is checked and every org's objects are)
+            ignore_configured_endpoint_urls=True,
         )
         s3 = new_client(
             "s3",
