@@ -82,6 +82,25 @@ def test_each_threshold_holds_exactly_at_its_edge(
         )
 
 
+@pytest.mark.parametrize(
+    ("spent", "observed"), [("8", "80.00"), ("8.903444", "89.03"), ("9.999999", "99.99")]
+)
+def test_a_percent_of_the_limit_is_observed_with_two_decimals(spent: str, observed: str) -> None:
+    rules = controls(
+        limit_enabled=True,
+        limit_period="monthly",
+        limit_amount=usd("10"),
+        alert_thresholds=(Threshold("pct_of_limit", percent=80),),
+    )
+    period = alert_period(rules, AT)
+    (alert,) = [
+        a
+        for a in due_alerts(rules, wallet=wallet("100"), spent=usd(spent), period=period)
+        if a.event_type == THRESHOLD_CROSSED
+    ]
+    assert alert.details["observed"] == observed
+
+
 def test_debounce_keys_name_the_threshold_value_and_the_period() -> None:
     rules = controls(
         limit_period="daily",

@@ -84,6 +84,9 @@ def test_verify_accepts_a_good_signature_within_tolerance() -> None:
     assert verify(SECRET, TIMESTAMP, BODY, KNOWN_SIGNATURE, now=TIMESTAMP)
     assert verify(SECRET, str(TIMESTAMP), BODY, KNOWN_SIGNATURE, now=NOW + timedelta(seconds=300))
     assert verify(SECRET, TIMESTAMP, BODY, KNOWN_SIGNATURE, now=NOW - timedelta(seconds=300))
+    # the secret as the docs' vector gives it (text) verifies the same
+    assert verify(SECRET.decode(), TIMESTAMP, BODY, KNOWN_SIGNATURE, now=TIMESTAMP)
+    assert not verify("another-secret", TIMESTAMP, BODY, KNOWN_SIGNATURE, now=TIMESTAMP)
 
 
 def test_verify_rejects_stale_or_future_timestamps() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 from typing import Literal, TypedDict
 
 from batchroute.domain.billing.controls import BillingControls, Mode, Period, Threshold, ThresholdType
@@ -229,8 +229,9 @@ def due_alerts(
 
 
 def _crossed(threshold: Threshold, *, wallet: WalletState, spent: Money, limit: Money | None) -> str | None:
-    """The observed figure (decimal string, or whole percent for pct_of_limit) when the
-    threshold holds, else None."""
+    """The observed figure when the threshold holds, else None: USD for an amount, and for
+    pct_of_limit the percent with two decimals, cut down (`"80.00"`: never shown past what
+    was spent)."""
     if threshold.type == "balance_below" and threshold.amount is not None:
         return _usd(wallet.balance) if wallet.balance < threshold.amount else None
     if threshold.type == "spend_above" and threshold.amount is not None:
@@ -239,7 +240,8 @@ def _crossed(threshold: Threshold, *, wallet: WalletState, spent: Money, limit: 
         if limit.micros <= 0 or spent.micros <= 0:
             return None
         if spent.micros * 100 >= threshold.percent * limit.micros:
-            return format_amount(Decimal(spent.micros * 100) / Decimal(limit.micros))
+            percent = Decimal(spent.micros * 100) / Decimal(limit.micros)
+            return str(percent.quantize(Decimal("0.01"), rounding=ROUND_DOWN))
     return None
 
 

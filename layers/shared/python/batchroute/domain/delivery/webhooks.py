@@ -81,7 +81,7 @@ def sign(secret: bytes, timestamp: int, raw_body: bytes) -> str:
 
 
 def verify(
-    secret: bytes,
+    secret: bytes | str,
     timestamp: int | str,
     raw_body: bytes,
     signature: str,
@@ -90,7 +90,9 @@ def verify(
     tolerance: int = TOLERANCE_SECONDS,
 ) -> bool:
     """A receiver's check: the timestamp is within `tolerance` seconds of `now` and the
-    signature matches, compared in constant time. Never raises on malformed input."""
+    signature matches, compared in constant time. `secret` as the service shows it (text,
+    its UTF-8 bytes signed) or as bytes. Never raises on malformed input."""
+    key = secret.encode() if isinstance(secret, str) else secret
     try:
         ts = int(timestamp)
     except (TypeError, ValueError):
@@ -98,7 +100,7 @@ def verify(
     now_seconds = now.timestamp() if isinstance(now, datetime) else float(now)
     if abs(now_seconds - ts) > tolerance:
         return False
-    expected = sign(secret, ts, raw_body)
+    expected = sign(key, ts, raw_body)
     return hmac.compare_digest(expected.encode("ascii"), signature.strip().encode("ascii", "replace"))
 
 
