@@ -115,6 +115,14 @@ def test_a_batch_canceled_mid_chunk_has_its_results_once_its_work_in_flight_ende
     assert results.status_code == 200, results.text
     got = [(row["status"], (row["error"] or {}).get("code")) for row in results.json()["data"]]
     assert got == [("completed", None)] * done + [("failed", "canceled")] * (8 - done)
+    # (the items listing words a canceled item as the results do: one error for one item)
+    listed = client.get(f"/v1/batches/{batch_id}/items", headers=headers).json()["data"]
+    said = {row["error"]["message"] for row in results.json()["data"][done:]}
+    assert (
+        said
+        == {row["error"]["message"] for row in listed[done:]}
+        == {"The batch was canceled before this item finished."}
+    )
     assert client.get(f"/v1/batches/{batch_id}/artifact-url", headers=headers).json()["url"]
     receipt = client.get(f"/v1/batches/{batch_id}/billing-receipt", headers=headers)
     assert receipt.status_code == 200 and receipt.json()["item_counts"]["canceled"] == 8 - done

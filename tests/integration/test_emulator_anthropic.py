@@ -691,7 +691,7 @@ def test_a_message_batch_end_to_end(batches: AnthropicBatches) -> None:
     assert results["seq-0"].usage.completion_tokens > 0
     failed, expired = results["seq-2"].error, results["seq-3"].error
     assert failed is not None and (failed.code, failed.transient) == ("provider_rejected", False)
-    assert expired is not None and (expired.code, expired.transient) == ("batch_request_expired", True)
+    assert expired is not None and (expired.code, expired.transient) == ("batch_expired", True)
     again = batches.submit([requests[4]])  # the malformed line is only malformed the first time
     assert poll_until_done(batches, again) == "completed"
     assert [r.status for r in batches.results(again)] == ["completed"]
@@ -757,7 +757,7 @@ def test_the_lane_runner_drives_a_batch_to_the_end(batches: AnthropicBatches) ->
     assert states == {
         0: ("completed", None, 1),
         1: ("failed", "provider_rejected", 1),
-        2: ("failed", "batch_request_expired", 3),  # expired every time, resubmitted until the last try
+        2: ("failed", "batch_expired", 3),  # expired every time, resubmitted until the last try
         3: ("completed", None, 2),  # its line was not JSON: missing, resubmitted, answered
         4: ("completed", None, 2),  # overloaded_error, then answered
     }

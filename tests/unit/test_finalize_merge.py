@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.domain.batches.record import BatchRecord, ExecutionSummary
+from batchroute.domain.batches.record import BatchRecord, ExecutionSummary, missing_reason
 from batchroute.domain.workflow.results import MergeTally, artifact_row, merge_chunk, missing_row
-from batchroute.services.workflow.finalize import final_counts, missing_reason
+from batchroute.services.workflow.finalize import final_counts
 
 
 def _line(

@@ -11,6 +11,7 @@ from batchroute.clock import FixedClock
 from batchroute.domain.catalog.catalog import Lane, LanePrice
 from batchroute.domain.routing.lane_plan import SubmittedJob
 from batchroute.providers.base import (
+    EXPIRED_CODE,
     ItemError,
     JobStatus,
     ProviderRequest,
@@ -258,6 +259,26 @@ def test_items_an_expired_job_left_undone_go_into_a_follow_up_job() -> None:
     assert {r.attempt for r in fake.submitted[1]} == {2}
     assert outcome.completed == 6 and outcome.finished
     assert {a for _, a in lane.results.values()} == {1, 2}
+
+
+def test_an_item_every_expired_job_leaves_undone_fails_with_the_one_expiry_code() -> None:
+    # Given a vendor (Gemini, Bedrock: no row for it) whose jobs always expire without item 1
+    lane = Lane20(count=2)
+    fake = FakeVendor()
+    fake.state = "expired"
+    original_submit = fake.submit
+
+    def submit(requests: Iterable[ProviderRequest], *, key: str | None = None) -> str:
+        job_id = original_submit(requests, key=key)
+        fake.results_for[job_id] = [r for r in fake.results_for[job_id] if r.custom_id != "seq-1"]
+        return job_id
+
+    fake.submit = submit  # type: ignore[method-assign]
+    run(lane, fake, FixedClock(), retry=policy(max_attempts=2))
+    # Then it fails with the code OpenAI's and Anthropic's expired requests give too
+    failed, _ = lane.results[1]
+    assert failed.error is not None and (failed.error.code, failed.error.transient) == (EXPIRED_CODE, True)
+    assert EXPIRED_CODE == "batch_expired"
 
 
 def test_submit_retries_transient_errors_then_gives_up_as_unavailable() -> None:

@@ -395,7 +395,7 @@ def test_batch_results_lines_map_to_results() -> None:
         "seq-2": ("overloaded", True),
         "seq-3": ("provider_5xx", True),
         "seq-4": ("batch_request_canceled", True),
-        "seq-5": ("batch_request_expired", True),
+        "seq-5": ("batch_expired", True),
     }
     assert results["seq-1"].error is not None and "Field required" in results["seq-1"].error.message
     assert t.batch_line_result({"result": {"type": "succeeded"}}) is None

@@ -409,6 +409,10 @@ class SubmitTries:
         self._unanswered.pop(key or "", None)
 
 
+# The item error code of a request a vendor's batch job ended (its window ran out) before it
+# ran, whichever vendor: OpenAI's own `batch_expired` error row, an Anthropic `expired`
+# result, a job that ended without the item (Gemini, Bedrock). Transient: it is resubmitted.
+EXPIRED_CODE: Final = "batch_expired"
 MAX_UNANSWERED_KEYS: Final = 1024
 # How far our clock and a vendor's may disagree: a look-up back to a noted moment reads this
 # much further back.

@@ -669,6 +669,23 @@ def batch_summary(batch: BatchRecord) -> BatchEventSummary:
     return summary
 
 
+def missing_reason(batch: BatchRecord) -> tuple[str, str]:
+    """The error code and message of an item that got no result, in the results artifacts
+    and the items listing alike. "Finished", not "ran": the item may have been in flight (a
+    vendor job the cancel stopped) as much as never sent."""
+    state = batch.state
+    if state == "canceled":
+        return "canceled", "The batch was canceled before this item finished."
+    if state == "expired":
+        return "expired", "The batch passed its SLA deadline before this item finished."
+    if state == "failed":
+        latest = batch.latest_error
+        return "batch_failed", f"The batch failed before this item finished: {latest or 'workflow error'}"[
+            :1000
+        ]
+    return "not_run", "The item got no result."
+
+
 def job_id_for(batch_id: str) -> str:
     return f"chatjob_{suffix_of(batch_id)}"
 

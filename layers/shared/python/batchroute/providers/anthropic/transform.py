@@ -858,9 +858,9 @@ def batch_line_result(line: Mapping[str, Any]) -> base.ProviderResult | None:
         return message_result(custom_id, _mapping(result.get("message")))
     if kind in ("expired", "canceled"):
         message = f"Anthropic {kind} this request before processing it"
-        return base.ProviderResult.failure(
-            custom_id, base.ItemError(f"batch_request_{kind}", message, transient=True)
-        )
+        # an expired request is the one code every vendor's window ending gives (EXPIRED_CODE)
+        code = base.EXPIRED_CODE if kind == "expired" else f"batch_request_{kind}"
+        return base.ProviderResult.failure(custom_id, base.ItemError(code, message, transient=True))
     body = _mapping(result.get("error"))  # errored: an error body, as an HTTP answer's
     return base.ProviderResult.failure(custom_id, item_error(body), raw=dict(body) if body else None)
 

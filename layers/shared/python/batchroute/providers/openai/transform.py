@@ -718,7 +718,7 @@ def _line_error(status: int, vendor_code: str) -> tuple[str, bool]:
     if status == 429 or vendor_code == "rate_limit_exceeded":
         return "rate_limited", True
     if vendor_code == "batch_expired":
-        return "batch_expired", True
+        return base.EXPIRED_CODE, True
     if status >= 500 or vendor_code == "server_error":
         return "provider_5xx", True
     return "provider_rejected", False

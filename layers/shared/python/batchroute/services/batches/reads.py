@@ -25,7 +25,7 @@ from batchroute.domain.batches.artifact_keys import (
 )
 from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.pages import ROW_MAX_BYTES, fill_page, row_bytes
-from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.record import BatchRecord, missing_reason
 from batchroute.domain.batches.states import NON_TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until
 from batchroute.domain.feedback.feedback import FeedbackView
@@ -313,7 +313,8 @@ class BatchReads:
                     row["status"] = "processing"
                 elif batch.state not in NON_TERMINAL:
                     row["status"] = "failed"
-                    row["error"] = {"code": batch.state, "message": f"The batch was {batch.state}."}
+                    code, message = missing_reason(batch)
+                    row["error"] = {"code": code, "message": message}
                 yield row
 
     def _chunk_results(self, batch_id: str, lanes: list[LaneRecord], chunk: int) -> dict[int, ResultLine]:

@@ -41,7 +41,13 @@ from batchroute.domain.batches.artifact_keys import (
     results_index_key,
     results_key,
 )
-from batchroute.domain.batches.record import ArtifactKeys, BatchChanges, BatchRecord, item_counts
+from batchroute.domain.batches.record import (
+    ArtifactKeys,
+    BatchChanges,
+    BatchRecord,
+    item_counts,
+    missing_reason,
+)
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
@@ -61,19 +67,6 @@ MIN_PART_BYTES = 5 * 1024 * 1024
 
 # Items that never ran count as canceled in a canceled or expired batch, as failed otherwise.
 _UNRUN_AS_CANCELED = frozenset({"canceled", "expired"})
-
-
-def missing_reason(batch: BatchRecord) -> tuple[str, str]:
-    """The error code and message of an item that got no result."""
-    state = batch.state
-    if state == "canceled":
-        return "canceled", "The batch was canceled before this item ran."
-    if state == "expired":
-        return "expired", "The batch passed its SLA deadline before this item ran."
-    if state == "failed":
-        latest = batch.latest_error
-        return "batch_failed", f"The batch failed before this item ran: {latest or 'workflow error'}"[:1000]
-    return "not_run", "The item got no result."
 
 
 def final_counts(batch: BatchRecord, tally: MergeTally) -> dict[str, int]:

@@ -51,6 +51,7 @@ from batchroute.domain.routing.items import OUTPUT_LIMIT_KEYS, BatchItem
 from batchroute.domain.routing.lane_plan import SubmittedJob, job_parts
 from batchroute.domain.routing.prompt_cache import ChatInput, item_prefix
 from batchroute.providers.base import (
+    EXPIRED_CODE,
     ZERO_USAGE,
     BatchApiProvider,
     ItemError,
@@ -449,7 +450,7 @@ def poll_lane_job(
     if len(received) < job.item_count or status.state == "expired":
         expected = job.seqs if job.seqs is not None else [seq for seq, _ in load_items(None)]
         missing = [seq for seq in expected if seq not in received]
-        error = ItemError("batch_job_expired", f"the {provider.slug} batch job ended without this item", True)
+        error = ItemError(EXPIRED_CODE, f"the {provider.slug} batch job ended without this item", True)
         for seq in missing:
             if can_retry:
                 poll.retry_seqs.append(seq)
