@@ -457,6 +457,29 @@ def test_status_says_whether_a_canceled_batch_has_settled(
     assert "settled    2026-03-01T10:05:00.000Z" in capsys.readouterr().out
 
 
+def test_retry_shows_the_new_batch_as_it_is_now_not_as_a_replayed_answer_had_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A second `retry` of batch_1 is answered with the first answer (docs/batches.md, "Retry"):
+    # batch_2 as it was created, priced, though it has run to completion since
+    first = {"batch": batch("batch_2", "priced"), "source_batch_id": "batch_1", "retry_item_count": 2}
+    now = batch("batch_2", "completed", 3)
+    api = FakeAPI(
+        {
+            "POST /v1/batches/batch_1/retry": [httpx.Response(202, json=first)],
+            "GET /v1/batches/batch_2": [httpx.Response(200, json={"batch": now, "billing_receipt": None})],
+        }
+    )
+    assert run(api, "retry", "batch_1", tmp_path=tmp_path, width=120)[0] == 0
+    captured = capsys.readouterr()
+    assert "2 items of batch_1 retried as:" in captured.err
+    assert "completed" in captured.out and "priced" not in captured.out
+    assert run(api, "retry", "batch_1", "--json", tmp_path=tmp_path)[0] == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document == {"batch": now, "source_batch_id": "batch_1", "retry_item_count": 2}
+    assert len(api.sent("GET /v1/batches/batch_2")) == 2
+
+
 def test_a_file_over_the_inline_limit_is_uploaded_through_the_signed_url_with_a_bar(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

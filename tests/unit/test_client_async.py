@@ -64,8 +64,13 @@ def test_4xx_are_not_retried_and_exhausted_retries_raise() -> None:
         asyncio.run(make(Recorder(error(500, "internal_error")), [], max_retries=1).batches.get("batch_1"))
     recorder = Recorder(httpx.ConnectError("reset"), httpx.Response(202, json={}))
     with pytest.raises(APIConnectionError):
-        asyncio.run(make(recorder, []).batches.retry("batch_1"))
+        asyncio.run(make(recorder, []).files.create(b'{"customer_item_id": "a"}\n'))
     assert len(recorder.requests) == 1
+    # A batch retry keys itself (docs/batches.md, "Retry"): repeated like a create
+    answer = {"batch": batch("batch_2", "priced"), "source_batch_id": "batch_1", "retry_item_count": 1}
+    recorder = Recorder(httpx.ReadTimeout("lost"), httpx.Response(202, json=answer))
+    assert asyncio.run(make(recorder, []).batches.retry("batch_1")).batch.id == "batch_2"
+    assert len(recorder.requests) == 2
 
 
 def test_list_is_an_async_iterator_over_every_page_and_wait_reports_progress() -> None:

@@ -15,6 +15,7 @@ import pytest
 from batchroute_client import (
     APIConnectionError,
     ConflictError,
+    InsufficientFundsError,
     InternalServerError,
     NotFoundError,
     RateLimitError,
@@ -34,6 +35,7 @@ from batchroute_client._core import (
     returning,
 )
 from batchroute_client._retry import Backoff
+from batchroute_client.errors import error_for
 
 from tests.unit.test_client_files import file_row
 from tests.unit.test_client_multipart import DATA, etag, plan, started
@@ -125,6 +127,23 @@ def test_error_mapping_turns_an_answer_into_its_typed_error_with_code_and_reques
     assert caught.value.request_id == "req_1"
 
 
+def test_a_vendor_shape_error_without_a_code_is_coded_by_its_type() -> None:
+    """The compat surface's errors are OpenAI's shape: `type` says what went wrong when `code` is null."""
+    body = {
+        "error": {"type": "insufficient_quota", "message": "Not enough credits.", "param": None, "code": None}
+    }
+    with pytest.raises(InsufficientFundsError) as caught:
+        drive(
+            core(max_retries=0).request("GET", "/v1/compat/v1/batches"),
+            scripted(httpx.Response(402, json=body)),
+        )
+    assert (caught.value.code, caught.value.message) == ("insufficient_quota", "Not enough credits.")
+    # A code, when there is one, wins; neither: `http_<status>`
+    coded = {"error": {**body["error"], "code": "insufficient_credits"}}
+    assert error_for(402, coded).code == "insufficient_credits"
+    assert error_for(402, {"error": {"type": None, "message": "x", "code": None}}).code == "http_402"
+
+
 def test_pagination_emits_every_row_and_follows_the_cursor() -> None:
     pages = scripted(
         httpx.Response(200, json={"data": [{"id": "a"}, {"id": "b"}], "next_cursor": "c1"}),
@@ -134,6 +153,28 @@ def test_pagination_emits_every_row_and_follows_the_cursor() -> None:
     assert [e.value["id"] for e in effects if isinstance(e, Emit)] == ["a", "b", "c"]
     cursors = [e.call.params.get("cursor") for e in effects if isinstance(e, Send)]
     assert cursors == [None, "c1"]
+
+
+def test_pagination_follows_the_vendor_cursor_of_a_compat_listing() -> None:
+    """`/v1/compat/v1/...` lists page as OpenAI's do: `has_more` and `last_id`, asked for as `after`."""
+    pages = scripted(
+        httpx.Response(200, json={"object": "list", "data": [{"id": "a"}], "last_id": "a", "has_more": True}),
+        httpx.Response(200, json={"object": "list", "data": [{"id": "b"}], "last_id": "b", "has_more": True}),
+        httpx.Response(
+            200, json={"object": "list", "data": [{"id": "c"}], "last_id": "c", "has_more": False}
+        ),
+    )
+    effects, _ = drive(core().paginate("/v1/compat/v1/batches", {"limit": 1}), pages)
+    assert [e.value["id"] for e in effects if isinstance(e, Emit)] == ["a", "b", "c"]
+    queries = [dict(e.call.params) for e in effects if isinstance(e, Send)]
+    assert queries == [{"limit": 1}, {"limit": 1, "after": "a"}, {"limit": 1, "after": "b"}]
+
+
+def test_pagination_stops_on_a_vendor_page_without_more_or_without_a_last_id() -> None:
+    for last in ({"last_id": "a", "has_more": False}, {"last_id": None, "has_more": True}):
+        pages = scripted(httpx.Response(200, json={"data": [{"id": "a"}], **last}))
+        effects, _ = drive(core().paginate("/v1/compat/v1/files", {}), pages)
+        assert len([e for e in effects if isinstance(e, Send)]) == 1
 
 
 def test_server_sent_events_are_read_line_by_line_until_done() -> None:

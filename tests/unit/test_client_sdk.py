@@ -29,7 +29,7 @@ from batchroute_client import (
     WaitTimeoutError,
 )
 from batchroute_client._retry import Backoff
-from batchroute_client.models import Batch
+from batchroute_client.models import Batch, BillingControls
 
 BASE = "https://api.test"
 Answer = Callable[[httpx.Request], httpx.Response]
@@ -197,16 +197,20 @@ def test_create_reuses_one_idempotency_key_and_body_on_every_retry() -> None:
     assert recorder.requests[-1].headers["idempotency-key"] == "my-key-123"
 
 
-def test_retry_batch_is_not_repeated_after_a_network_error_or_5xx_but_is_after_429() -> None:
-    for failure in (httpx.ConnectError("reset"), error(500, "internal_error")):
-        recorder = Recorder(failure, httpx.Response(202, json={}))
-        with pytest.raises((APIConnectionError, InternalServerError)):
-            make(recorder, []).batches.retry("batch_1")
-        assert len(recorder.requests) == 1
+def test_retry_batch_is_repeated_after_a_network_error_a_5xx_or_a_429() -> None:
+    """The service keys a retry by its source batch (docs/batches.md, "Retry"): a repeat
+    answers with the batch the lost attempt created, so it is safe to send again."""
     answer = {"batch": batch("batch_2", "priced"), "source_batch_id": "batch_1", "retry_item_count": 2}
-    recorder = Recorder(error(429, "rate_limited"), httpx.Response(202, json=answer))
-    retried = make(recorder, []).batches.retry("batch_1")
-    assert (retried.batch.id, retried.source_batch_id, retried.retry_item_count) == ("batch_2", "batch_1", 2)
+    for failure in (httpx.ReadTimeout("lost"), error(500, "internal_error"), error(429, "rate_limited")):
+        recorder = Recorder(failure, httpx.Response(202, json=answer))
+        retried = make(recorder, []).batches.retry("batch_1")
+        assert (retried.batch.id, retried.source_batch_id, retried.retry_item_count) == (
+            "batch_2",
+            "batch_1",
+            2,
+        )
+        assert len(recorder.requests) == 2
+        assert {r.url.path for r in recorder.requests} == {"/v1/batches/batch_1/retry"}
 
 
 def test_list_iterates_every_page_following_next_cursor() -> None:
@@ -400,6 +404,31 @@ def test_chat_job_and_billing_controls_are_typed() -> None:
     limits = client.billing_controls()
     assert limits.limit_enabled and limits.limit_amount is not None and str(limits.limit_amount.value) == "50"
     assert limits.low_balance_amount is None and limits.limit_mode == "hard"
+    assert limits.configured is True and (limits.created_at, limits.updated_at) == (None, None)
+
+
+def test_billing_controls_keep_configured_and_their_times_and_default_email_alerts_on() -> None:
+    """The spec's billing controls: `configured` and the timestamps are typed, and an absent
+    `alert_email_enabled` is the spec's default, true."""
+    saved = BillingControls.from_dict(
+        {
+            "org_id": "org_1",
+            "configured": True,
+            "limit_enabled": False,
+            "limit_mode": "soft",
+            "limit_timezone": "UTC",
+            "alert_email_enabled": False,
+            "created_at": "2026-03-01T10:00:00.000Z",
+            "updated_at": "2026-03-02T10:00:00.000Z",
+        }
+    )
+    assert saved.configured and not saved.alert_email_enabled
+    assert (saved.created_at, saved.updated_at) == ("2026-03-01T10:00:00.000Z", "2026-03-02T10:00:00.000Z")
+    fresh = BillingControls.from_dict(
+        {"org_id": "org_1", "limit_enabled": False, "limit_mode": "soft", "limit_timezone": "UTC"}
+    )
+    assert (fresh.configured, fresh.alert_email_enabled, fresh.alert_webhook_enabled) == (False, True, False)
+    assert (fresh.created_at, fresh.updated_at) == (None, None)
 
 
 def _chunk(text: str | None, finish: str | None = None) -> dict[str, Any]:
@@ -413,6 +442,17 @@ def _chunk(text: str | None, finish: str | None = None) -> dict[str, Any]:
         "system_fingerprint": None,
         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
     }
+
+
+def test_the_last_chunk_of_a_stream_with_include_usage_carries_the_usage_typed() -> None:
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    last = {**_chunk(None), "choices": [], "usage": usage}
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in (_chunk("Hi", "stop"), last)) + "data: [DONE]\n\n"
+    recorder = Recorder(httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"}))
+    options = {"stream_options": {"include_usage": True}}
+    chunks = list(make(recorder, []).chat.stream("m", [{"role": "user", "content": "hi"}], **options))
+    assert [(c.text, c.usage) for c in chunks] == [("Hi", None), ("", usage)]
+    assert json.loads(recorder.requests[0].content)["stream_options"] == {"include_usage": True}
 
 
 def test_chat_stream_yields_chunks_until_done_and_retries_only_a_429() -> None:

@@ -1,7 +1,8 @@
 """What the client repeats when an answer is lost, against `httpx.MockTransport`, sync and
 async: a POST or PATCH through the generic `request`/`send` carries one `Idempotency-Key`
 (given or generated) on every attempt and is repeated after a network error or a 5xx only on
-the routes that honour the key (batches, compat batches, work orders); elsewhere only a 429 or a
+the routes that honour the key (batches, compat batches, work orders) and a batch retry, which
+keys itself; elsewhere only a 429 or a
 503 that says nothing was done is. The upload starts (`files.create`, `files.start_upload`) take
 no key and are not repeated either. A `Retry-After` longer than `MAX_RETRY_AFTER` is not slept
 through: the typed error is raised at once with the wait asked. And the CLI's `--json` usage
@@ -16,6 +17,7 @@ import re
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+import batchroute_client
 import httpx
 import pytest
 from batchroute_client import (
@@ -52,7 +54,9 @@ def keys(recorder: Recorder) -> list[str | None]:
 # -- request / send: POST and PATCH -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/v1/compat/v1/batches", "/v1/batches", "/v1/work-orders"])
+@pytest.mark.parametrize(
+    "path", ["/v1/compat/v1/batches", "/v1/batches", "/v1/work-orders", "/v1/batches/batch_1/retry"]
+)
 def test_a_post_to_a_route_that_honours_the_key_is_repeated_with_one_generated_key(path: str) -> None:
     # Given a create whose answers are lost twice (a time-out, then a gateway's 502)
     recorder = Recorder(
@@ -78,7 +82,6 @@ def test_a_post_to_a_route_that_honours_the_key_is_repeated_with_one_generated_k
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("POST", "/v1/batches/batch_1/retry"),
         ("POST", "/v1/chat/completions"),
         ("POST", "/v1/batches/batch_1/redeliver"),
         ("PATCH", "/v1/work-orders/wo_1"),
@@ -158,7 +161,7 @@ def test_the_async_client_repeats_the_same_way() -> None:
     assert got == {"id": "batch_1"} and len(recorder.requests) == 2 and len(set(keys(recorder))) == 1
     recorder = Recorder(lost_answer("500"), httpx.Response(200, json={}))
     with pytest.raises(InternalServerError):
-        asyncio.run(make_async(recorder, []).request("POST", "/v1/batches/batch_1/retry"))
+        asyncio.run(make_async(recorder, []).request("POST", "/v1/batches/batch_1/redeliver"))
     assert len(recorder.requests) == 1
 
 
@@ -240,6 +243,24 @@ def test_a_retry_after_up_to_the_maximum_is_waited_for() -> None:
     with pytest.raises(RateLimitError) as caught:
         make(Recorder(error(429, "rate_limited")), [], max_retries=0).batches.get("batch_1")
     assert caught.value.retry_after is None
+
+
+def test_the_backoff_and_the_longest_wait_are_importable_from_the_package_as_documented() -> None:
+    """docs/client.md ("Retries") passes `backoff=Backoff(...)` and names `MAX_RETRY_AFTER`."""
+    assert (batchroute_client.Backoff, batchroute_client.MAX_RETRY_AFTER) == (Backoff, _retry.MAX_RETRY_AFTER)
+    assert {"Backoff", "MAX_RETRY_AFTER"} <= set(batchroute_client.__all__)
+    recorder = Recorder(error(429, "rate_limited", headers={"Retry-After": "6"}))
+    backoff = batchroute_client.Backoff(random=lambda: 1.0, max_retry_after=5.0)
+    client = Client(
+        api_key="sk-test-secret",
+        base_url=BASE,
+        http_client=httpx.Client(transport=httpx.MockTransport(recorder)),
+        backoff=backoff,
+        sleep=lambda _: None,
+    )
+    with pytest.raises(RateLimitError) as caught:
+        client.batches.get("batch_1")
+    assert caught.value.retry_after == 6.0 and len(recorder.requests) == 1
 
 
 # -- the CLI's --json usage error ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -237,22 +237,29 @@ def test_a_job_the_vendor_fails_makes_the_lane_unavailable() -> None:
     assert outcome.latest_error is not None and outcome.latest_error.code == "batch_job_failed"
 
 
-def test_items_an_expired_job_left_undone_go_into_a_follow_up_job() -> None:
-    # Given a vendor whose first job expires with only the even items done
-    lane = Lane20(count=6)
+def _expiring(keeps: Callable[[str, ProviderResult], bool], *, then_completes: bool) -> FakeVendor:
+    """A vendor whose first job (every job, unless `then_completes`) expires holding only the
+    results `keeps(job_id, result)` keeps."""
     fake = FakeVendor()
     fake.state = "expired"
     original_submit = fake.submit
 
     def submit(requests: Iterable[ProviderRequest], *, key: str | None = None) -> str:
         job_id = original_submit(requests, key=key)
-        if job_id == "job-1":
-            fake.results_for[job_id] = [r for r in fake.results_for[job_id] if int(r.custom_id[4:]) % 2 == 0]
+        if job_id == "job-1" or not then_completes:
+            fake.results_for[job_id] = [r for r in fake.results_for[job_id] if keeps(job_id, r)]
         else:
             fake.state = "completed"
         return job_id
 
     fake.submit = submit  # type: ignore[method-assign]
+    return fake
+
+
+def test_items_an_expired_job_left_undone_go_into_a_follow_up_job() -> None:
+    # Given a vendor whose first job expires with only the even items done
+    lane = Lane20(count=6)
+    fake = _expiring(lambda _job, r: int(r.custom_id[4:]) % 2 == 0, then_completes=True)
     outcome = run(lane, fake, FixedClock())
     # Then the odd items were resubmitted on attempt 2 and every item completed
     assert [r.custom_id for r in fake.submitted[1]] == ["seq-1", "seq-3", "seq-5"]
@@ -264,17 +271,12 @@ def test_items_an_expired_job_left_undone_go_into_a_follow_up_job() -> None:
 def test_an_item_every_expired_job_leaves_undone_fails_with_the_one_expiry_code() -> None:
     # Given a vendor (Gemini, Bedrock: no row for it) whose jobs always expire without item 1
     lane = Lane20(count=2)
-    fake = FakeVendor()
-    fake.state = "expired"
-    original_submit = fake.submit
-
-    def submit(requests: Iterable[ProviderRequest], *, key: str | None = None) -> str:
-        job_id = original_submit(requests, key=key)
-        fake.results_for[job_id] = [r for r in fake.results_for[job_id] if r.custom_id != "seq-1"]
-        return job_id
-
-    fake.submit = submit  # type: ignore[method-assign]
-    run(lane, fake, FixedClock(), retry=policy(max_attempts=2))
+    run(
+        lane,
+        _expiring(lambda _job, r: r.custom_id != "seq-1", then_completes=False),
+        FixedClock(),
+        retry=policy(2),
+    )
     # Then it fails with the code OpenAI's and Anthropic's expired requests give too
     failed, _ = lane.results[1]
     assert failed.error is not None and (failed.error.code, failed.error.transient) == (EXPIRED_CODE, True)

@@ -9,7 +9,8 @@ import io
 import json
 from pathlib import Path
 
-from batchroute_client.cli.inputs import convert
+import pytest
+from batchroute_client.cli.inputs import InputError, convert
 
 from batchroute.domain.batches.jsonl import parse_jsonl
 from batchroute.domain.batches.preflight import Issue
@@ -67,3 +68,31 @@ def test_a_vendor_line_the_cli_refuses_is_an_issue_on_its_line_for_the_service()
     assert isinstance(issue, Issue)
     assert (number, issue.line, issue.path, issue.code) == (2, 2, "method", "invalid_field")
     assert issue.message == "method must be POST."
+
+
+FOREIGN_LINES = [
+    {"url": "/v1/chat/completions", "body": {"model": "m", "input": "Hi"}},
+    {"url": "/v1/responses", "body": {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}},
+    {"url": "/v1/embeddings", "body": {"model": "m", "text": "a sentence"}},
+]
+
+
+def test_a_body_in_the_other_endpoints_dialect_is_refused_by_the_cli_and_the_service(tmp_path: Path) -> None:
+    rows = [{"custom_id": f"f-{n}", "method": "POST", **line} for n, line in enumerate(FOREIGN_LINES)]
+    data = b"".join(json.dumps(row).encode() + b"\n" for row in rows)
+    path = tmp_path / "foreign.jsonl"
+    path.write_bytes(data)
+    with pytest.raises(InputError) as refused:
+        _cli_items(path)
+    assert str(refused.value).splitlines() == [
+        "foreign.jsonl: 3 unusable line(s):",
+        "foreign.jsonl:1: Unrecognized request argument supplied: input (/v1/chat/completions)",
+        "foreign.jsonl:2: Unrecognized request argument supplied: messages (/v1/responses)",
+        "foreign.jsonl:3: Unrecognized request argument supplied: text (/v1/embeddings)",
+    ]
+    issues = list(as_items(parse_jsonl(iter([data]))))
+    assert [(number, issue.path) for number, issue in issues if isinstance(issue, Issue)] == [
+        (1, "body.input"),
+        (2, "body.messages"),
+        (3, "body.text"),
+    ]

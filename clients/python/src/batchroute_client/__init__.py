@@ -1,5 +1,6 @@
 """Python client of the batchroute API (docs/client.md)."""
 
+from batchroute_client._retry import MAX_RETRY_AFTER, Backoff
 from batchroute_client.async_client import (
     AsyncBatches,
     AsyncBilling,
@@ -90,6 +91,7 @@ from batchroute_client.models import (
 )
 
 __all__ = [
+    "MAX_RETRY_AFTER",
     "APIConnectionError",
     "APIError",
     "Account",
@@ -106,6 +108,7 @@ __all__ = [
     "AuthenticationError",
     "AutoTopup",
     "AutoTopupStatus",
+    "Backoff",
     "BadRequestError",
     "Batch",
     "BatchCounts",

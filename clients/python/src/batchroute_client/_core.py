@@ -62,6 +62,9 @@ T = TypeVar("T")
 # The routes that honour an `Idempotency-Key` (a repeat with the same key and body is answered
 # the first answer): a POST to one is retried like `batches.create`, with one key per call.
 KEYED_ROUTES = frozenset({"/v1/batches", "/v1/compat/v1/batches", "/v1/work-orders"})
+# A batch retry: the service derives its key from the source batch and the items it retries
+# (docs/batches.md, "Retry"), so a repeat answers with the same new batch, never a second one.
+RETRY_ROUTE = re.compile(r"/v1/batches/[^/]+/retry")
 # The methods that may act twice when repeated: retried only on the answers that say nothing
 # was done (429, `NOTHING_DONE`) unless the route honours their `Idempotency-Key`.
 UNSAFE_METHODS = frozenset({"POST", "PATCH"})
@@ -443,6 +446,25 @@ def _account_of(body: Any) -> dict[str, Any]:
     return dict(body)
 
 
+def _answers_a_repeat(route: str | None) -> bool:
+    """Whether a POST to `route` is answered the first answer when repeated: it honours the
+    `Idempotency-Key` (`KEYED_ROUTES`) or derives its own (`RETRY_ROUTE`)."""
+    return route is not None and (route in KEYED_ROUTES or RETRY_ROUTE.fullmatch(route) is not None)
+
+
+def _next_page(body: Any) -> dict[str, str] | None:
+    """The query of the page after `body`, None after the last: a native listing carries
+    `next_cursor`; a vendor-compatible one (`/v1/compat/v1/batches`, `.../files`) carries
+    OpenAI's cursor instead, `has_more` and `last_id`, asked for as `after`."""
+    cursor = body.get("next_cursor")
+    if cursor:
+        return {"cursor": cursor}
+    last_id = body.get("last_id")
+    if body.get("has_more") is True and isinstance(last_id, str) and last_id:
+        return {"after": last_id}
+    return None
+
+
 def _local(source: Source | UploadSource) -> UploadSource:
     return source if isinstance(source, UploadSource) else upload_source(source)
 
@@ -526,9 +548,9 @@ class Operations:
         method (`by_method`): GET, HEAD, PUT and DELETE are retried on network errors and 5xx;
         a POST or PATCH carries one `Idempotency-Key` (yours, or one generated per call) and is
         retried after a network error or a 5xx only on the routes that honour it
-        (`KEYED_ROUTES`); elsewhere only on the answers that say nothing was done (429, the
-        `NOTHING_DONE` 503s). True or False overrides that. A body that is not JSON raises
-        `UnexpectedResponse`.
+        (`KEYED_ROUTES`) and a batch retry, which keys itself (`RETRY_ROUTE`); elsewhere only
+        on the answers that say nothing was done (429, the `NOTHING_DONE` 503s). True or False
+        overrides that. A body that is not JSON raises `UnexpectedResponse`.
         """
         headers, repeats = self.by_method(
             method, self._client.base_url + path, headers, retry_on_network_error
@@ -541,13 +563,14 @@ class Operations:
     ) -> tuple[Mapping[str, str] | None, bool]:
         """The headers and the repeatability of a generic call to `url`: a POST or PATCH gets an
         `Idempotency-Key` (`br-` + 32 hex) when it has none, the same on every retry, and is
-        repeatable only to a route that honours it; other methods are. `repeatable` given wins."""
+        repeatable only to a route that honours it or keys itself (a batch retry); other methods
+        are. `repeatable` given wins."""
         if method.upper() not in UNSAFE_METHODS:
             return headers, True if repeatable is None else repeatable
         if "idempotency-key" not in httpx.Headers(headers):
             headers = {**(headers or {}), "Idempotency-Key": new_idempotency_key()}
         if repeatable is None:
-            repeatable = method.upper() == "POST" and self._client.route_of(url) in KEYED_ROUTES
+            repeatable = method.upper() == "POST" and _answers_a_repeat(self._client.route_of(url))
         return headers, repeatable
 
     def _api_call(
@@ -661,19 +684,22 @@ class Operations:
         return self._events(path, json, dict)
 
     def _pages(self, path: str, params: Mapping[str, Any], parse: Callable[[dict[str, Any]], T]) -> Stream[T]:
-        def page_of(body: Any) -> tuple[list[T], str | None]:
-            return [parse(row) for row in body.get("data") or []], body.get("next_cursor")
+        def page_of(body: Any) -> tuple[list[T], dict[str, str] | None]:
+            return [parse(row) for row in body.get("data") or []], _next_page(body)
 
-        cursor: str | None = None
+        page: dict[str, Any] = {"cursor": None}
         while True:
-            rows, cursor = yield from self._fetch("GET", path, page_of, params={**params, "cursor": cursor})
+            rows, after = yield from self._fetch("GET", path, page_of, params={**params, **page})
             for row in rows:
                 yield Emit(row)
-            if not cursor:
+            if after is None:
                 return
+            page = after
 
     def paginate(self, path: str, params: Mapping[str, Any]) -> Stream[dict[str, Any]]:
-        """Every row of a cursor-paginated listing, fetching the next page as it is consumed."""
+        """Every row of a cursor-paginated listing, fetching the next page as it is consumed:
+        a native listing by its `next_cursor`, a vendor-compatible one (`/v1/compat/v1/...`)
+        by its `has_more` and `last_id`."""
         return self._pages(path, params, dict)
 
     def _poll(
@@ -979,10 +1005,11 @@ class Operations:
         return batch if batch is not None else (yield from self.batch_get(batch_id))
 
     def batch_retry(self, batch_id: str) -> Plan[models.RetriedBatch]:
-        """Create a new batch from the failed and canceled items (beta). Not repeated on a
-        network error or 5xx: the first attempt may have created the batch."""
+        """Create a new batch from the failed and canceled items (beta). Repeated on a network
+        error or 5xx like `batch_create`: the service keys a retry by its source batch and items,
+        so a repeat answers with the batch the first attempt created (docs/batches.md, "Retry")."""
         path = f"/v1/batches/{_segment(batch_id)}/retry"
-        return (yield from self._fetch("POST", path, models.RetriedBatch.from_dict, repeatable=False))
+        return (yield from self._fetch("POST", path, models.RetriedBatch.from_dict))
 
     def batch_artifact_url(self, batch_id: str) -> Plan[str]:
         """A short-lived signed URL of the full results JSONL."""

@@ -1,4 +1,5 @@
-"""Typed errors: every non-2xx answer of the native API carries `{error: {code, message, details?}}`."""
+"""Typed errors: every non-2xx answer of the native API carries `{error: {code, message, details?}}`;
+the vendor-compatible surface's carry `{error: {type, message, param, code}}`."""
 
 from __future__ import annotations
 
@@ -138,11 +139,21 @@ def error_for(status: int, body: Any, request_id: str | None = None, foreign: st
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         error = {}
-    code = str(error.get("code") or f"http_{status}")
+    code = _code_of(error) or f"http_{status}"
     message = str(error.get("message") or foreign or f"HTTP {status}")
     details = error.get("details") if isinstance(error.get("details"), dict) else None
     cls = _BY_STATUS.get(status, InternalServerError if status >= 500 else APIError)
     return cls(status, code, message, details, request_id)
+
+
+def _code_of(error: dict[str, Any]) -> str | None:
+    """The envelope's `code`; a vendor-shape error of the compat surface (`/v1/compat/...`,
+    `{type, message, param, code}`) may leave `code` null and say what went wrong in `type`
+    (`insufficient_quota`), which is then the code, rather than losing it to `http_<status>`."""
+    code, kind = error.get("code"), error.get("type")
+    if code:
+        return str(code)
+    return kind if isinstance(kind, str) and kind else None
 
 
 def error_from_response(

@@ -332,6 +332,11 @@ class Usage:
 
 @dataclass(frozen=True)
 class BillingControls:
+    """An org's billing controls (the spec's "Billing controls"): `configured` is False until
+    they are first saved, and until then the fields hold the spec's defaults (e-mail alerts
+    on, the rest off) and `created_at`/`updated_at` are None. A field an answer leaves out
+    takes the same default, so a missing `alert_email_enabled` is True, as the spec has it."""
+
     SCHEMA: ClassVar[str] = "ControlsOut"
     org_id: str
     limit_enabled: bool
@@ -341,8 +346,11 @@ class BillingControls:
     limit_amount: Money | None = None
     low_balance_amount: Money | None = None
     alert_thresholds: list[dict[str, Any]] = field(default_factory=list)
-    alert_email_enabled: bool = False
+    alert_email_enabled: bool = True
     alert_webhook_enabled: bool = False
+    configured: bool = False
+    created_at: str | None = None
+    updated_at: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
 
     @classmethod
@@ -356,8 +364,11 @@ class BillingControls:
             limit_amount=_money(data.get("limit_amount")),
             low_balance_amount=_money(data.get("low_balance_amount")),
             alert_thresholds=list(data.get("alert_thresholds") or []),
-            alert_email_enabled=bool(data.get("alert_email_enabled")),
+            alert_email_enabled=bool(data.get("alert_email_enabled", True)),
             alert_webhook_enabled=bool(data.get("alert_webhook_enabled")),
+            configured=bool(data.get("configured")),
+            created_at=data.get("created_at"),
+            updated_at=data.get("updated_at"),
             raw=dict(data),
         )
 
@@ -423,6 +434,9 @@ class ChatCompletionChunk:
     model: str
     provider: str
     choices: list[dict[str, Any]]
+    # With `stream_options.include_usage`: the last chunk's (`choices` empty) token counts, as
+    # `ChatCompletion.usage`; None on every other chunk.
+    usage: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
 
     @property
@@ -437,6 +451,7 @@ class ChatCompletionChunk:
             model=str(data["model"]),
             provider=str(data.get("provider") or ""),
             choices=list(data.get("choices") or []),
+            usage=_mapping(data.get("usage")),
             raw=dict(data),
         )
 

@@ -485,17 +485,21 @@ def retry(ctx: typer.Context, batch_id: BatchArg, json_mode: JsonOpt = False) ->
     """A new batch of the failed and canceled items of an ended batch (beta)."""
     with _client(ctx) as client:
         got = client.batches.retry(batch_id)
+        # A repeated retry (a second run, or the client's own repeat of a lost answer) is answered
+        # with the first answer, its batch as it was then, and nothing tells a replay apart
+        # (docs/batches.md, "Retry"): the batch is read again so its state is the current one.
+        current = client.batches.get(got.batch.id)
     if _json(ctx, json_mode):
         render.emit_json(
             {
-                "batch": got.batch.raw,
+                "batch": current.raw,
                 "source_batch_id": got.source_batch_id,
                 "retry_item_count": got.retry_item_count,
             }
         )
         return
     render.err().print(f"{got.retry_item_count} items of {got.source_batch_id} retried as:", highlight=False)
-    _show(render.batch_view(got.batch))
+    _show(render.batch_view(current))
 
 
 @app.command()

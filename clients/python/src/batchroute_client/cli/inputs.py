@@ -4,6 +4,10 @@ service's compat surface converts them (`batchroute/domain/compat/batches.py`, `
 
 - `url` `/v1/chat/completions` or `/v1/responses` -> operation `responses`, `/v1/embeddings`
   -> `embeddings`; any other url is refused, naming the line;
+- a body speaks its endpoint's dialect: the other dialect's name of its conversation
+  (`input` on `/v1/chat/completions`, `messages` on `/v1/responses`, `text` on
+  `/v1/embeddings`) is refused as the service refuses it (docs/compat.md), although the
+  native reader takes either name;
 - `custom_id` -> `customer_item_id` (1-256 characters), `method` must be `POST`;
 - `body.model` -> `model`, `body.preset` (optional, a preset's name or name@version, which
   may give the model) -> `preset`, the rest of `body` -> `input`.
@@ -28,6 +32,14 @@ ENDPOINT_OPERATIONS = {
     "/v1/chat/completions": "responses",
     "/v1/responses": "responses",
     "/v1/embeddings": "embeddings",
+}
+# The other dialect's name of an endpoint's conversation, which the vendor's endpoint (and so
+# the service's compat reader, `_FOREIGN_FIELDS`) refuses: a line the CLI converted would
+# otherwise pass here and be refused by the console's upload of the same file.
+FOREIGN_FIELDS = {
+    "/v1/chat/completions": "input",
+    "/v1/responses": "messages",
+    "/v1/embeddings": "text",
 }
 MAX_CUSTOMER_ITEM_ID = 256
 MAX_SHOWN_PROBLEMS = 5
@@ -74,6 +86,9 @@ def vendor_item(row: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("body.preset must name a preset (name or name@version)")
     if (not isinstance(model, str) or not model) and (preset is None or model is not None):
         raise ValueError("body.model must name a model")
+    foreign = FOREIGN_FIELDS[str(url)]  # url is one of ENDPOINT_OPERATIONS by now
+    if foreign in body:
+        raise ValueError(f"Unrecognized request argument supplied: {foreign} ({url})")
     item: dict[str, Any] = {
         "customer_item_id": custom_id,
         "operation": operation,
