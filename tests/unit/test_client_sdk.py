@@ -114,6 +114,17 @@ def test_network_errors_429_and_5xx_are_retried_with_exponential_backoff() -> No
     assert recorder.requests[0].headers["authorization"] == "Bearer sk-test-secret"
 
 
+def test_an_answer_that_says_not_to_retry_is_not_retried() -> None:
+    # The vendor-compatible surface's 429 insufficient_quota says so: no credit will come back
+    # in the seconds a retry waits
+    refused = error(429, "insufficient_quota", headers={"x-should-retry": "false"})
+    recorder = Recorder(refused, httpx.Response(200, json={"batch": batch(), "billing_receipt": None}))
+    sleeps: list[float] = []
+    with pytest.raises(APIError):
+        make(recorder, sleeps).request("GET", "/v1/compat/v1/batches/batch_1")
+    assert len(recorder.requests) == 1 and sleeps == []
+
+
 def test_jitter_draws_between_half_and_all_of_the_delay_and_is_capped() -> None:
     assert Backoff(base=0.5, cap=8.0, random=lambda: 0.0).delay(3) == 1.0
     assert Backoff(base=0.5, cap=8.0, random=lambda: 1.0).delay(3) == 2.0

@@ -320,11 +320,15 @@ class ClientBase:
     def retry_wait(self, attempt: int, response: httpx.Response | None, repeatable: bool) -> float | None:
         """Seconds before retrying failed attempt `attempt` (None: give up); `response` None is a
         network error. A request that is not repeatable is retried on a 503 whose code says the
-        service did nothing and charged nothing (`NOTHING_DONE`), as on a 429."""
+        service did nothing and charged nothing (`NOTHING_DONE`), as on a 429. An answer that
+        says `x-should-retry: false` (the vendor-compatible surface's 429 `insufficient_quota`,
+        its final 409s) is never retried, as the official SDK reads it."""
         if response is None:
             return wait_before_retry(
                 self._backoff, attempt, self.max_retries, status=None, repeatable=repeatable
             )
+        if response.headers.get("x-should-retry", "").lower() == "false":
+            return None
         return wait_before_retry(
             self._backoff,
             attempt,
