@@ -25,6 +25,7 @@ from batchroute_tools.emulators.stripe import StripeEmulator
 # The OpenAI-compatible hosts, each at /hosts/<slug>; those with an OpenAI-format batch API.
 HOSTS = ("together", "groq", "fireworks", "deepinfra", "edge-eu", "edge-us")
 HOSTS_WITH_BATCHES = frozenset({"together"})
+VLLM_HOSTS = frozenset({"edge-eu", "edge-us"})  # the edge pools run vLLM (catalog/data/providers.toml)
 
 
 def _models(catalog: Catalog, slug: str) -> tuple[str, ...]:
@@ -96,6 +97,7 @@ def build_vendors(
                 models=_models(catalog, slug),
                 embedding_models=_embedding_models(catalog, slug),
                 windows=_windows(catalog, slug),
+                vllm=slug in VLLM_HOSTS,
                 batch=slug in HOSTS_WITH_BATCHES,
                 responses_api=False,  # the hosts speak Chat Completions only
                 clock=clock,

@@ -340,6 +340,7 @@ class OpenAIEmulator:
         models: tuple[str, ...] = (),
         embedding_models: tuple[str, ...] | None = None,
         windows: Mapping[str, int] | None = None,
+        vllm: bool = False,
         batch: bool = True,
         responses_api: bool = True,
         clock: Clock = time.time,
@@ -356,6 +357,7 @@ class OpenAIEmulator:
         )
         # each model's context window (a model not named: no limit), by its vendor name
         self.windows = dict(windows or {})
+        self.vllm = vllm  # a vLLM server (the edge pools): its sampling checks too
         # OpenAI's summed-token limit of one embeddings request; the hosts have none
         self.request_token_limit = REQUEST_TOKEN_LIMIT if provider == "openai" else None
         self.clock = clock
@@ -477,6 +479,9 @@ class OpenAIEmulator:
         refused = violations(operation, body)
         if refused:
             return invalid_reply(refused[0])
+        if self.vllm and body.get("top_p") == 0:  # vLLM's SamplingParams: 0 < top_p <= 1
+            message = f"top_p must be in (0, 1], got {body['top_p']}."
+            return Reply.json(400, error_body(message, kind="BadRequestError", param="top_p"))
         model_refused = self.model_refusal(request.path, body) or self.over_window(request.path, body)
         if model_refused is not None:
             return Reply.json(*model_refused)

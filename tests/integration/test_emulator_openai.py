@@ -946,3 +946,23 @@ def test_a_chat_request_past_the_models_window_is_refused_as_openai_refuses_it(
         )
     finally:
         small.stop()
+
+
+def test_a_vllm_host_refuses_top_p_zero_as_vllm_does() -> None:
+    emulator = OpenAIEmulator(
+        Behaviour(EmulatorConfig(ttft_seconds=0.0)),
+        provider="edge-eu",
+        prefix="/edge",
+        models=(MODEL,),
+        vllm=True,
+    )
+    edge = EmulatorServer([emulator.vendor]).start()
+    try:
+        sdk = openai.OpenAI(base_url=edge.base_url + "/edge/v1", api_key="sk-local", max_retries=0)
+        messages: Any = [{"role": "user", "content": "hi"}]
+        with pytest.raises(openai.BadRequestError) as refused:
+            sdk.chat.completions.create(model=MODEL, messages=messages, top_p=0)
+        assert "top_p must be in (0, 1]" in refused.value.message
+        assert sdk.chat.completions.create(model=MODEL, messages=messages, top_p=1e-9).choices
+    finally:
+        edge.stop()

@@ -488,3 +488,13 @@ def test_json_mode_says_json_when_no_message_does() -> None:
     said = {**json_mode, "messages": [{"role": "user", "content": "Answer as JSON: printer on fire"}]}
     assert transform.chat_body(request(said))["messages"] == said["messages"]
     assert transform.responses_body(request(said))["input"][0]["role"] == "user"
+
+
+def test_top_p_zero_reaches_a_host_as_the_least_nucleus_it_takes() -> None:
+    # vLLM (the edge pools) refuses top_p 0 ("must be in (0, 1]"); 0 means the top token only
+    item = request({"messages": [{"role": "user", "content": "hi"}], "top_p": 0})
+    assert transform.HOST_ROUTE.body(item)["top_p"] == 1e-9
+    # OpenAI itself takes 0 as it is, and any other value goes as given
+    assert transform.OPENAI_ROUTE.body(item)["top_p"] == 0
+    half = request({"messages": [{"role": "user", "content": "hi"}], "top_p": 0.5})
+    assert transform.HOST_ROUTE.body(half)["top_p"] == 0.5

@@ -307,10 +307,14 @@ def uses_hosted_tools(request: base.ProviderRequest) -> bool:
 class Route:
     """Which OpenAI API an adapter sends each operation to (module doc). `responses_api`:
     items with hosted tools go to the Responses API (OpenAI itself); every other chat item,
-    and every item of a route without it, to Chat Completions."""
+    and every item of a route without it, to Chat Completions. `least_top_p`: the smallest
+    `top_p` the hosts take: vLLM (the edge pools, an operator's pool) refuses 0 ("top_p must
+    be in (0, 1]"), so 0, the top token only, is sent as the least nucleus that still holds
+    only the top token."""
 
     responses_api: bool
     token_field: TokenField
+    least_top_p: float = 0.0
 
     def path(self, request: base.ProviderRequest) -> str:
         if request.operation == "embeddings":
@@ -329,7 +333,10 @@ class Route:
             return embeddings_body(request)
         if path == RESPONSES_PATH:
             return responses_body(request, stream=stream)
-        return chat_body(request, token_field=self.token_field, stream=stream)
+        body = chat_body(request, token_field=self.token_field, stream=stream)
+        if body.get("top_p") == 0 and self.least_top_p:
+            body["top_p"] = self.least_top_p
+        return body
 
     def batch_line(self, request: base.ProviderRequest) -> dict[str, Any]:
         suffix = SINGLE_SUFFIX if request.operation == "embeddings" and is_single_embedding(request) else ""
@@ -342,7 +349,7 @@ class Route:
 
 
 OPENAI_ROUTE: Final = Route(responses_api=True, token_field=OPENAI_TOKEN_FIELD)
-HOST_ROUTE: Final = Route(responses_api=False, token_field="max_tokens")  # noqa: S106 - a field name
+HOST_ROUTE: Final = Route(responses_api=False, token_field="max_tokens", least_top_p=1e-9)  # noqa: S106 - a field name
 
 
 def batch_endpoint(request: base.ProviderRequest, route: Route = OPENAI_ROUTE) -> str:
