@@ -402,6 +402,23 @@ def test_what_some_vendor_would_refuse_or_lose_is_refused_at_preflight(
 
 
 @pytest.mark.parametrize(
+    "data",
+    [
+        "iVBO\n Rw0KGgo=",  # a line break and a space (MIME-wrapped)
+        "====",  # padding alone
+        "abc",  # cut short of a whole group, unpadded
+        "iVBORw0KGgo=A",  # data after the padding
+    ],
+)
+def test_an_image_whose_data_is_not_padded_base64_is_refused_for_every_lane(data: str) -> None:
+    # Anthropic refuses it ("invalid base64 data"), Gemini's adapter cannot decode it: one
+    # answer for every lane, here, rather than a failure on some and a pass on others
+    part = {"type": "input_image", "image_url": f"data:image/png;base64,{data}"}
+    body = {"messages": [{"role": "user", "content": [{"type": "input_text", "text": "what?"}, part]}]}
+    assert problems_of(body) == [("invalid_field", "input.messages[0].content[1]")]
+
+
+@pytest.mark.parametrize(
     ("input_", "expected"),
     [
         ({"input": ""}, ("invalid_field", "input.input")),

@@ -834,8 +834,12 @@ def _read_part(part: object, where: str, assistant: bool, problems: list[ItemPro
     return 0, 0
 
 
-# Data URLs of the image types every vision vendor takes (Anthropic, Gemini, Bedrock, OpenAI).
-IMAGE_URL_PATTERN: Final = r"^(https?://\S+|data:image/(jpeg|png|gif|webp);base64,[A-Za-z0-9+/=\s]+)$"
+# Data URLs of the image types every vision vendor takes (Anthropic, Gemini, Bedrock, OpenAI),
+# their data standard padded base64 and nothing else: Anthropic refuses data that does not
+# decode ("invalid base64 data"), Gemini's adapter must decode it, so whitespace, stray or
+# missing padding are refused here rather than failing on one lane and passing on another.
+_BASE64: Final = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)"
+IMAGE_URL_PATTERN: Final = rf"^(https?://\S+|data:image/(jpeg|png|gif|webp);base64,{_BASE64})$"
 _IMAGE_URL: Final = re.compile(IMAGE_URL_PATTERN, re.S)
 _DETAILS: Final = frozenset({"auto", "low", "high"})
 
@@ -858,7 +862,7 @@ def _image_defect(part: dict[str, object]) -> str | None:
     if not isinstance(image, str) or not _IMAGE_URL.fullmatch(image):
         return (
             "An image part needs image_url: an http(s) URL or a base64 data URL of a JPEG, PNG, GIF or "
-            "WebP image (data:image/png;base64,...)."
+            "WebP image (data:image/png;base64,..., the data padded base64 without spaces or line breaks)."
         )
     if detail is not None and detail not in _DETAILS:
         return "detail must be auto, low or high."
