@@ -363,6 +363,9 @@ def test_cancelling_a_direct_request_batch_is_409(client: TestClient, org: TestO
     batch_id = response.headers["x-service-batch-id"]
     cancel = client.post(f"/v1/batches/{batch_id}/cancel", headers=org.key_headers())
     assert cancel.status_code == 409 and cancel.json()["error"]["code"] == "direct_not_cancellable"
+    # nor retried: it is finished, so "not finished" would send a client waiting for ever
+    retry = client.post(f"/v1/batches/{batch_id}/retry", headers=org.key_headers())
+    assert retry.status_code == 409 and retry.json()["error"]["code"] == "direct_not_retryable"
 
 
 # -- queued ----------------------------------------------------------------------------------------

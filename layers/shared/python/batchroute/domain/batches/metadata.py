@@ -34,7 +34,8 @@ def parse_metadata(value: object, *, field: str = "metadata") -> dict[str, str] 
         elif isinstance(raw, str | int | float):
             text = str(raw)
         else:
-            raise _invalid(f"{field}.{key}", f"{field}.{key} must be a string.")
+            message = f"{field}.{key} must be a string, a number or a boolean (kept as text)."
+            raise _invalid(f"{field}.{key}", message)
         if len(text) > MAX_VALUE_CHARS:
             raise _invalid(f"{field}.{key}", f"{field}.{key} is at most {MAX_VALUE_CHARS} characters.")
         pairs[key] = text

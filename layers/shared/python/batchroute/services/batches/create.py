@@ -528,6 +528,12 @@ class BatchService:
         """A new batch from the failed and canceled items of a finished one (beta)."""
         authorize(principal, "batches:create")
         source = owned_batch(self.records, principal, batch_id)
+        if source.source == "chat_direct":  # answered once, with no results file to retry from
+            raise Conflict(
+                "A direct chat request cannot be retried; send the request again.",
+                code="direct_not_retryable",
+                details={"state": source.state},
+            )
         results_key = source.results_key
         if not is_terminal(source.state) or not results_key:
             raise Conflict(
