@@ -193,6 +193,10 @@ def _generate(body: Any, path: str, out: Violations) -> None:
     if "systemInstruction" in body:
         _content(body["systemInstruction"], _at(path, "systemInstruction"), out, system=True)
     names = _tools(body.get("tools"), _at(path, "tools"), out) if "tools" in body else None
+    if names and _built_in(body.get("tools")):
+        # Gemini 2.x and 1.5 (the catalog's): a built-in tool and function declarations in one
+        # request are refused, 400 INVALID_ARGUMENT (only Gemini 3 takes both, behind a flag)
+        out.append(f"{_at(path, 'tools')}: Tool use with function calling is unsupported by the model.")
     if "toolConfig" in body:
         _tool_config(body["toolConfig"], names, _at(path, "toolConfig"), out)
     if "safetySettings" in body:
@@ -423,6 +427,12 @@ def _tools(value: Any, path: str, out: Violations) -> set[str]:
                 if isinstance(declaration.get(subset), Mapping):
                     _schema_rules(declaration[subset], f"{at}.{subset}", out)
     return names
+
+
+def _built_in(tools: Any) -> bool:
+    """Whether `tools` holds one of Google's built-in tools (search, code execution, ...)."""
+    kinds = {kind for tool in _list(tools) if isinstance(tool, Mapping) for kind in tool}
+    return bool(kinds - {"functionDeclarations"})
 
 
 def _tool_config(value: Any, names: set[str] | None, path: str, out: Violations) -> None:

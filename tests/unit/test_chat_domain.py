@@ -246,3 +246,27 @@ def test_simulated_5xx_and_timeout_fail_before_the_first_byte() -> None:
     assert isinstance(next(other.stream(_stream_request("[simulate:5xx:groq]"))), StreamStart)
     with pytest.raises(TransientProviderError):
         next(other.stream(_stream_request("hi", timeout=0.1)))
+
+
+def test_functions_beside_a_hosted_tool_go_to_no_gemini_lane_which_would_refuse_the_mix() -> None:
+    # Gemini 2.x refuses function declarations beside a built-in tool (400 "Tool use with function
+    # calling is unsupported by the model"); OpenAI and Anthropic take both
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    tools = [{"type": "web_search"}, weather]
+    for model, served in (("gemini-2.0-flash", False), ("gpt-4o-mini", True), ("claude-sonnet-4", True)):
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "tools": tools}
+        request = parse_chat_request(body, CATALOG)
+        assert "functions_with_hosted_tools" in request.facts.capabilities
+        if served:
+            assert plan_direct(request, CATALOG, live=LIVE, now=NOW, guards=GUARDS).lanes, model
+            continue
+        with pytest.raises(InvalidRequest) as refused:
+            plan_direct(request, CATALOG, live=LIVE, now=NOW, guards=GUARDS)
+        rejected = (refused.value.details or {})["rejected_lanes"]
+        assert {lane["code"] for lane in rejected} == {"capability_missing"}, rejected
+    # Either alone still goes to Gemini
+    for alone in ([{"type": "web_search"}], [weather]):
+        body = {"model": "gemini-2.0-flash", "messages": [{"role": "user", "content": "hi"}], "tools": alone}
+        assert plan_direct(
+            parse_chat_request(body, CATALOG), CATALOG, live=LIVE, now=NOW, guards=GUARDS
+        ).lanes

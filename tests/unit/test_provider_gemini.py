@@ -826,7 +826,7 @@ VARIED_INPUTS: list[dict[str, Any]] = [
             {"role": "tool", "tool_call_id": "call_0", "content": "[1, 2]"},
             {"role": "user", "content": "Thanks"},
         ],
-        "tools": [LOOKUP, {"type": "web_search"}],
+        "tools": [LOOKUP],  # (no hosted tool beside it: Gemini 2.x refuses the mix)
         "tool_choice": "auto",
     },
     {
@@ -887,7 +887,7 @@ VARIED_INPUTS: list[dict[str, Any]] = [
     {"input": "x", "tools": [{"type": "web_search"}], "tool_choice": "required"},
     {
         "input": "x",
-        "tools": [LOOKUP, {"type": "code_interpreter"}],
+        "tools": [{"type": "code_interpreter"}],
         "tool_choice": {"type": "code_interpreter"},
     },
     {"input": "x", "tools": [LOOKUP, {"type": "web_search"}], "tool_choice": "none"},
@@ -1220,3 +1220,14 @@ def test_a_refused_look_up_makes_the_batch_and_a_transient_one_is_tried_again(
         with pytest.raises(TransientProviderError):
             batches.submit([request({"input": "x"})], key="k1")
         assert all(c.startswith("GET ") for c in calls)
+
+
+def test_the_contract_refuses_function_declarations_beside_a_built_in_tool() -> None:
+    from batchroute_tools.contracts.gemini import request_violations
+
+    declarations = {"functionDeclarations": [{"name": "get_weather"}]}
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    mixed = request_violations("generateContent", {**body, "tools": [declarations, {"googleSearch": {}}]})
+    assert mixed == ["tools: Tool use with function calling is unsupported by the model."]
+    assert request_violations("generateContent", {**body, "tools": [declarations]}) == []
+    assert request_violations("generateContent", {**body, "tools": [{"codeExecution": {}}]}) == []

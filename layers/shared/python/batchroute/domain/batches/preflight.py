@@ -83,6 +83,8 @@ _CAPABILITY_NAMES: Final = {
     "any_image_type": "images of any type by any URL (any_image_type: an image URL that tells no "
     "type, or a GIF; give a .png, .jpg, .webp, .heic or .heif URL or a data: URL of one)",
     "embedding_dimensions": "dimensions (embedding_dimensions: leave dimensions out for this model)",
+    "functions_with_hosted_tools": "function tools beside hosted tools in one request "
+    "(functions_with_hosted_tools: Gemini 2.x and 1.5 refuse the mix; send them apart or use another model)",
 }
 
 

@@ -22,6 +22,7 @@ SlaTier = Literal["flex", "standard", "priority"]
 # `any_image_type`: images of any type, by a URL that may tell none (the lane reads the type
 # from the bytes; Gemini's lanes do not: domain/routing/images.py). `embedding_dimensions`: an
 # embeddings request's `dimensions` (text-embedding-3 and later; Gemini's outputDimensionality).
+# `functions_with_hosted_tools`: function tools beside hosted tools in one request (not Gemini 2.x).
 RuntimeCapability = Literal[
     "tool_calling",
     "structured_outputs",
@@ -32,6 +33,7 @@ RuntimeCapability = Literal[
     "reasoning",
     "any_image_type",
     "embedding_dimensions",
+    "functions_with_hosted_tools",
 ]
 HostedTool = Literal["web_search", "python_execution", "calculator", "time", "file_search", "retrieval"]
 

@@ -58,6 +58,7 @@ _CAPABILITY_MATCHES: Final[dict[str, frozenset[str]]] = {
     "vision": frozenset({"vision"}),
     "any_image_type": frozenset({"any_image_type"}),
     "embedding_dimensions": frozenset({"embedding_dimensions"}),
+    "functions_with_hosted_tools": frozenset({"functions_with_hosted_tools"}),
 }
 
 

@@ -11,7 +11,8 @@ estimated prompt size, the output it asks for, and what the lane must offer: hos
 runtime capabilities (`json_schema` for a structured-output schema or a `strict` function,
 `tool_calling` for custom functions or a conversation holding tool calls and their answers, `vision` for image
 parts in a `responses` item, `any_image_type` for an image whose URL tells no type or one
-Gemini does not take, `embedding_dimensions` for an embeddings item's `dimensions`).
+Gemini does not take, `embedding_dimensions` for an embeddings item's `dimensions`,
+`functions_with_hosted_tools` for functions and hosted tools in one item).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
 the preflight prefixes it with `items[<index>]`.
 """
@@ -46,6 +47,7 @@ HOSTED_TOOLS: Final[frozenset[str]] = frozenset(get_args(HostedTool))
 # The runtime capability an image needs when its URL tells no type, or one Gemini does not take
 # (a GIF): lanes that read the type from the image's bytes offer it, Gemini's do not.
 ANY_IMAGE_TYPE: Final = "any_image_type"
+FUNCTIONS_WITH_HOSTED_TOOLS: Final = "functions_with_hosted_tools"
 # The runtime capability an embeddings item's `dimensions` needs: OpenAI takes it from
 # text-embedding-3 on (CreateEmbeddingRequest.dimensions), vLLM's hosts refuse it elsewhere.
 EMBEDDING_DIMENSIONS: Final = "embedding_dimensions"
@@ -543,6 +545,7 @@ def _read_tools(payload: dict[str, object], found: _Estimate, problems: list[Ite
     if choice is not None:
         _read_tool_choice(choice, functions, found, problems)
     if functions and found.tools:
+        found.capabilities.add(FUNCTIONS_WITH_HOSTED_TOOLS)  # Gemini 2.x refuses the mix
         for name in sorted(functions & _VENDOR_TOOL_NAMES):
             problems.append(
                 _shape(
