@@ -83,3 +83,24 @@ def test_a_refund_charges_the_refunded_card_no_more(bench: Bench) -> None:
     bench.wiring.sweeper.sweep()
     (attempt,) = bench.attempts()
     assert attempt["processor_reference"]
+
+
+def test_an_attempt_not_charged_yet_is_not_charged_once_the_user_switched_auto_top_up_off(
+    bench: Bench,
+) -> None:
+    # Given an attempt started (the balance fell under the trigger) but not charged yet: the
+    # sweeper charges it within the minute
+    bench.buy(100)
+    bench.configure(**ARMED)
+    bench.spend("95")
+    bench.moved()
+    (started,) = bench.attempts()
+    assert started["status"] == "pending" and not started["processor_reference"]
+    # When the user switches auto top-up off before the sweep
+    bench.configure(enabled=False)
+    bench.wiring.sweeper.sweep()
+    # Then the card is not charged: the attempt ends, saying why, and the balance is as it was
+    (ended,) = bench.attempts()
+    assert ended["status"] == "failed" and not ended["processor_reference"], ended
+    assert ended["failure_code"] == "auto_topup_disabled", ended
+    assert bench.balance() == Money.usd(5)

@@ -226,10 +226,16 @@ class AutoTopupService:
     def charge(self, attempt: TopupAttempt) -> Charge | None:
         """Charge a pending attempt off-session. A decline settles it as failed now (the
         processor's webhook would say the same); a success waits for the webhook's credit. A
-        processor outage leaves it pending for the sweeper (TransientError is logged)."""
+        processor outage leaves it pending for the sweeper (TransientError is logged). One
+        whose org switched auto top-up off since it started (the user, or a refund or dispute
+        of its payments) ends without a charge: the card is charged only while it is on."""
         customer = self.store.customer_id(attempt.org_id)
         card = self.store.payment_method(attempt.org_id)
         at = self.clock.now()
+        if not self.store.auto_topup(attempt.org_id).enabled:
+            reason = "Auto top-up was switched off before the card was charged; nothing was charged."
+            self._failed(attempt, "auto_topup_disabled", reason, at=at)
+            return None
         if customer is None or card is None:
             self._failed(attempt, "payment_method_missing", "No saved card to charge.", at=at)
             return None
