@@ -86,6 +86,9 @@ def test_a_refund_after_a_purchase_takes_the_credit_back_once(bench: Bench) -> N
     assert counted("PaymentReversals") == reversed_before + 1
     (alert,) = bench.events("billing.payment_reversed")
     assert alert["details"]["processor_reference"] == session and alert["details"]["taken_back"] == "25.00"
+    # (its message as a person reads amounts, docs/money.md: "25.00 USD")
+    said = f"A refund of 25.00 USD on payment {session} took 25.00 USD of credit back."
+    assert alert["details"]["message"].startswith(said), alert["details"]["message"]
     clean(bench)
 
 

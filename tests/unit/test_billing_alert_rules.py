@@ -179,13 +179,22 @@ def test_event_view_and_email_text() -> None:
     }
     subject, text = email_text(event)
     assert subject == "Billing alert threshold crossed" and "daily spend ($1.20) is above $1.00" in text
+    # the amount as the event carries it (a Money object), read as a person reads it; a reason
+    # that ends its own sentence gets no second stop
+    money = {"currency": "usd", "amount": "25.00"}
     failed = replace(
         event,
         type="billing.auto_topup_failed",
-        details={"amount": "25.00", "failure_reason": "card_declined"},
+        details={"amount": money, "failure_reason": "Your card was declined."},
     )
     assert email_text(failed) == (
         "Auto top-up failed",
-        "An automatic top-up of $25.00 failed: card_declined. "
+        "An automatic top-up of 25.00 USD failed: Your card was declined. "
         "Check the saved payment method in your billing settings.",
     )
+    topped = replace(event, type="billing.auto_topup_succeeded", details={"amount": money})
+    assert email_text(topped)[1] == "Your wallet was topped up automatically: 25.00 USD."
+    # an event that says what it did (a refund taken back) is told so, not as its type
+    said = "A refund of a payment took 4.47 USD of credit back."
+    reversed_ = replace(event, type="billing.payment_reversed", details={"message": said})
+    assert email_text(reversed_) == ("Billing alert", said)

@@ -25,6 +25,7 @@ from batchroute.domain.billing.alerts import (
 )
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord
+from batchroute.money import money_text
 from batchroute.observability import logger
 from batchroute.services.delivery.ports import Mailer
 
@@ -130,14 +131,27 @@ def email_text(event: BillingEvent) -> tuple[str, str]:
             f"the balance has been back at ${d.get('rearm_at')} or more."
         )
     if kind == AUTO_TOPUP_SUCCEEDED:
-        return "Auto top-up succeeded", f"Your wallet was topped up automatically: ${d.get('amount', '')}."
+        return (
+            "Auto top-up succeeded",
+            f"Your wallet was topped up automatically: {_amount(d.get('amount'))}.",
+        )
     if kind == AUTO_TOPUP_FAILED:
-        reason = d.get("failure_reason") or d.get("reason") or "the payment was declined"
+        reason = str(d.get("failure_reason") or d.get("reason") or "the payment was declined").rstrip(".")
         return "Auto top-up failed", (
-            f"An automatic top-up of ${d.get('amount', '')} failed: {reason}. "
+            f"An automatic top-up of {_amount(d.get('amount'))} failed: {reason}. "
             "Check the saved payment method in your billing settings."
         )
+    message = d.get("message")  # a refund or dispute of a payment says what it did
+    if isinstance(message, str) and message:
+        return "Billing alert", message
     return "Billing alert", f"A billing event occurred: {kind}."
+
+
+def _amount(value: object) -> str:
+    """An event's amount as a person reads it (`5.00 USD`): a Money object, or a plain amount."""
+    if isinstance(value, dict):
+        return money_text(Decimal(str(value.get("amount", "0"))), str(value.get("currency") or "usd"))
+    return money_text(Decimal(str(value or "0")))
 
 
 def _hard_limit_spent(details: AlertData) -> bool:

@@ -57,7 +57,7 @@ from batchroute.domain.billing.reversals import (
     dispute_problem,
 )
 from batchroute.errors import Unavailable
-from batchroute.money import Money, format_amount
+from batchroute.money import Money, format_amount, money_text
 from batchroute.observability import logger, metrics
 from batchroute.services.billing.auto_topup import OnMoved, tell_moved
 from batchroute.services.billing.payment_notices import notify_quietly
@@ -300,9 +300,9 @@ class PaymentReversals:
         metrics.add_metric(name=REVERSED_METRIC, unit=MetricUnit.Count, value=1)
         if step.unrecovered_micros:
             metrics.add_metric(name=UNRECOVERED_METRIC, unit=MetricUnit.Count, value=1)
-        reversed_text = _usd(after.reversed_cents * MICROS_PER_CENT)
-        message = f"A {claim.kind} of {reversed_text} USD on payment {credited.processor_ref}"
-        message += f" took {_usd(step.debit_micros)} USD of credit back."
+        reversed_text = money_text(Money(after.reversed_cents * MICROS_PER_CENT))
+        message = f"A {claim.kind} of {reversed_text} on payment {credited.processor_ref}"
+        message += f" took {money_text(Money(step.debit_micros))} of credit back."
         if switched_off:
             message += _SWITCHED_OFF
         self._tell_reversed(
@@ -341,7 +341,7 @@ class PaymentReversals:
         metrics.add_metric(name=REFUND_FAILED_METRIC, unit=MetricUnit.Count, value=1)
         failed_text, back_text = _usd(step.failed_cents * MICROS_PER_CENT), _usd(step.credit_back_micros)
         outcome = (
-            f"{back_text} USD of credit given back"
+            f"{money_text(Money(step.credit_back_micros))} of credit given back"
             if step.credit_back_micros
             else "no credit had been taken back for it"
         )
@@ -354,7 +354,8 @@ class PaymentReversals:
                 "credited_back": back_text,
                 "taken_back": _usd(0),
                 "not_recovered": _usd(0),
-                "message": f"A refund of {failed_text} USD on payment {credited.processor_ref} "
+                "message": f"A refund of {money_text(Money(step.failed_cents * MICROS_PER_CENT))} "
+                f"on payment {credited.processor_ref} "
                 f"failed at the processor: {outcome}.",
             },
             at=at,
