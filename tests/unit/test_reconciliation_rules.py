@@ -4,6 +4,8 @@ point 2)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from batchroute.domain.billing.ledger import ProcessorCredit
 from batchroute.domain.billing.reconciliation import Difference, LedgerCredit, ProcessorPayment, reconcile
 from batchroute.money import Money
@@ -73,6 +75,17 @@ def test_a_payment_never_credited_is_reported_with_what_was_paid() -> None:
     assert (difference.kind, difference.processor_ref, difference.org_id) == ("not_credited", "pi_1", "org_a")
     assert difference.paid == "25.00 usd"
     assert report.counts == {"not_credited": 1}
+
+
+def test_a_payment_never_credited_and_refunded_owes_only_what_was_kept() -> None:
+    # Refunded in full: the money is back with the customer, nothing to grant by hand
+    refunded = replace(purchase_payment(), reversed_cents=2500)
+    assert reconcile([], [refunded], since=SINCE, settled_before=SETTLED).clean
+    # Refunded in part: reported, saying how much of it is owed
+    partly = replace(purchase_payment(), reversed_cents=1000)
+    (difference,) = reconcile([], [partly], since=SINCE, settled_before=SETTLED).differences
+    assert difference.kind == "not_credited" and difference.paid == "25.00 usd"
+    assert difference.detail.endswith("; 10.00 usd of it refunded or lost in dispute, 15.00 usd owed")
 
 
 def test_a_credit_without_a_successful_payment_is_reported() -> None:

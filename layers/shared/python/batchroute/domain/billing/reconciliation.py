@@ -183,7 +183,8 @@ def reconcile(
             if payment.created >= settled_before:
                 awaiting.append(payment.payment_id)
                 continue
-            differences.append(_not_credited(payment))
+            if payment.reversed_cents < payment.amount_minor:  # refunded in full: nothing owed
+                differences.append(_not_credited(payment))
             continue
         problems = _compare(payment, found)
         differences.extend(problems)
@@ -216,11 +217,20 @@ def _no_payment(credit: LedgerCredit) -> Difference:
 
 
 def _not_credited(payment: ProcessorPayment) -> Difference:
+    """A payment never credited, less what the processor gave back of it (a refund, a lost
+    dispute): only the rest is owed, and the runbook's hand grant is that much."""
+    detail = f"paid at {payment.created} ({payment.purpose}) and never credited"
+    if payment.reversed_cents:
+        kept = Money(
+            _minor_to_micros(payment.amount_minor - payment.reversed_cents), payment.currency.lower()
+        )
+        reversed_ = Money(_minor_to_micros(payment.reversed_cents), payment.currency.lower())
+        detail += f"; {_money_text(reversed_)} of it refunded or lost in dispute, {_money_text(kept)} owed"
     return Difference(
         kind="not_credited",
         org_id=payment.org_id,
         processor_ref=payment.payment_id,
-        detail=f"paid at {payment.created} ({payment.purpose}) and never credited",
+        detail=detail,
         paid=payment.paid_text(),
     )
 
