@@ -119,7 +119,7 @@ class AlertData(TypedDict, total=False):
     reversal: str  # refund | dispute | refund_failed (a recorded refund failed later)
     reversed: str  # refunded / lost in disputes of the payment, in all
     taken_back: str  # debited from the wallet now
-    not_recovered: str  # owed back now but already spent
+    not_recovered: str  # owed back now but not available: spent, or reserved by running work
     refund_failed: str  # refund_failed: the refunded amount that failed
     credited_back: str  # refund_failed: given back to the wallet now
     dispute_id: str
