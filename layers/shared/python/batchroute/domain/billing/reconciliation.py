@@ -295,7 +295,9 @@ def _reversal_differences(
         found.append(replace(one, kind="refund_failure_not_recorded", detail=detail))
     if credit.unrecovered_micros > 0:
         lost = _money_text(Money(credit.unrecovered_micros, credit.amount.currency))
-        detail = f"refunded or lost in dispute, {lost} not taken back (spent, or reserved by running work, then)"
+        detail = (
+            f"refunded or lost in dispute, {lost} not taken back (spent, or reserved by running work, then)"
+        )
         found.append(replace(one, kind="reversal_unrecovered", detail=detail))
     return found
 
