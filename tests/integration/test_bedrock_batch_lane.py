@@ -240,3 +240,13 @@ def test_a_canceled_batch_finds_the_job_a_dead_invocation_made_without_making_on
     assert batch.job_made("k1", since=noted) == made
     assert batch.job_made("never", since=noted) is None
     assert len(stack.emulator._jobs) == 2
+    # And one stopped while it ran (Stopping, then Stopped) is still named: it keeps what it
+    # finished
+    since = int(stack.clock.now)
+    running = batch.submit(
+        [build_request(seq, item, LANE, attempt=1) for seq, item in items.load(None)], key="k2"
+    )
+    batch.cancel(running)
+    assert batch.job_made("k2", since=since) == running
+    stack.clock.now += 60
+    assert batch.poll(running).state == "cancelled" and batch.job_made("k2", since=since) == running

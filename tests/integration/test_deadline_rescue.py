@@ -431,8 +431,21 @@ def test_a_canceled_batch_stops_and_keeps_a_vendor_job_only_a_submit_note_names(
     app = TestClient(create_app(), raise_server_exceptions=False)
     canceled = app.post(f"/v1/batches/{created.batch_id}/cancel", json={}, headers=org.key_headers())
     assert canceled.status_code == 200, canceled.text
-    # Then the lane finds the job by the note's key, stops it and keeps what it finished
-    answer = run.later(hours=1) or run.later(hours=1)
+    # Then the lane finds the job by the note's key and stores it, the note cleared, while the
+    # vendor takes a turn to stop it (a cancelling job no look-up finds again) ...
+    real, turns = execution.collect_cancelled_job, [False]
+
+    def still_stopping_once(*args: Any, **kwargs: Any) -> bool:
+        return turns.pop() if turns else real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(execution, "collect_cancelled_job", still_stopping_once)
+        assert run.later(hours=1) is None
+        (stopping,) = _lanes(run).values()
+        assert stopping.job is not None and stopping.job.job_id == stored.job.job_id
+        assert stopping.submitting is None
+        # ... and keeps what it finished once it stopped
+        answer = run.later(hours=1) or run.later(hours=1)
     assert answer == {"lane_key": lane["lane_key"], "completed": 4, "failed": 0, "canceled": 6}
     (old,) = _lanes(run).values()
     assert old.job is None and old.submitting is None

@@ -236,3 +236,8 @@ def test_a_canceled_batch_finds_the_batch_a_dead_invocation_made_without_making_
     assert adapter(stack, transport).job_made("k1", since=noted) == made
     assert adapter(stack, transport).job_made("never", since=noted) is None
     assert transport.creates() == 0 and len(batches_of(stack)) == 2
+    # And one cancelled while it ran is still named: it keeps what it finished
+    running = adapter(stack, httpx.HTTPTransport()).submit([other_model("seq-5")], key="k2")
+    adapter(stack, transport).cancel(running)
+    assert adapter(stack, transport).poll(running).state == "cancelled"
+    assert adapter(stack, transport).job_made("k2", since=int(stack.clock[0])) == running

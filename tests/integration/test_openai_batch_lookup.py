@@ -228,3 +228,11 @@ def test_a_canceled_batch_finds_both_parts_a_dead_invocation_made_without_making
     # And a key that made nothing names nothing
     assert adapter(base_url, transport).job_made("never", since=noted) is None
     assert len(batches_of(emulator)) == 3
+    # And one cancelled while it ran (cancelling, then cancelled) is still named: it keeps what
+    # it finished
+    running = adapter(base_url, transport).submit([request("seq-5")], key="k2")
+    adapter(base_url, transport).cancel(running)
+    assert emulator._jobs[running].cancelling_at is not None
+    assert adapter(base_url, transport).job_made("k2", since=int(clock.now)) == running
+    clock.now += 120
+    assert adapter(base_url, transport).job_made("k2", since=int(clock.now) - 120) == running

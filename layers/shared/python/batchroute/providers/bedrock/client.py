@@ -103,8 +103,6 @@ DEFAULT_BATCH_PREFIX: Final = "bedrock-batch"
 # instead (services/workflow/runner.py); submit() still refuses one, as a guard.
 DEFAULT_MIN_RECORDS: Final = 100
 _JOB_NAME_PREFIX: Final = "batchroute-"
-# A job in these states ran nothing more and holds nothing to collect.
-_OF_NO_USE: Final = frozenset({"Failed", "Stopping", "Stopped", "Expired"})
 # A job name is at most 63 characters of [a-zA-Z0-9] runs joined by '-' (botocore's
 # ModelInvocationJobName): what the prefix and the `-stops` mark leave for the key.
 _JOB_KEY_CHARS: Final = 63 - len(_JOB_NAME_PREFIX) - len(transform.STOPS_MARK)
@@ -436,7 +434,8 @@ class BedrockBatch:
 
     def job_made(self, key: str, *, since: int) -> str | None:
         """FindsKeyedJobs: the ARN of the job submission `key` made (its name is the key's),
-        not failed, stopped or expired, by ListModelInvocationJobs (its ARN is random)."""
+        in any state but `Failed` (a stopped or expired job keeps what it finished), by
+        ListModelInvocationJobs (its ARN is random)."""
         name = self._job_name(key)
         after = datetime.fromtimestamp(since - base.CLOCK_SKEW_SECONDS, UTC)
         with _mapped(self.slug):
@@ -448,7 +447,7 @@ class BedrockBatch:
             for page in pages:
                 for job in page.get("invocationJobSummaries") or []:
                     named = job.get("jobName") in (name, name + transform.STOPS_MARK)
-                    if named and job.get("status") not in _OF_NO_USE:
+                    if named and job.get("status") != "Failed":
                         return str(job["jobArn"])
         return None
 

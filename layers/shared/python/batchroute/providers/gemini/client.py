@@ -139,10 +139,18 @@ class GeminiBatches:
             return made or self._create(listed, key)
 
     def job_made(self, key: str, *, since: int) -> str | None:
-        """FindsKeyedJobs: the batch submission `key` made, of any model."""
-        return self._made_by(key, None, since)
+        """FindsKeyedJobs: the batch submission `key` made, of any model, in any state that
+        may hold finished answers (all but failed: a cancelled or expired batch keeps them)."""
+        return self._made_by(key, None, since, refused=transform.NOTHING_KEPT)
 
-    def _made_by(self, key: str, model: str | None, noted: int | None) -> str | None:
+    def _made_by(
+        self,
+        key: str,
+        model: str | None,
+        noted: int | None,
+        *,
+        refused: frozenset[base.JobState] | None = None,
+    ) -> str | None:
         """The name of the batch a lost try of submission `key` made for `model` (None: any),
         still of use (one failed, cancelled or expired is not: a new one is made). Every page
         is read, up to LOOKUP_PAGES: Google documents no order for the listing. Made since `noted` (when that
@@ -152,7 +160,7 @@ class GeminiBatches:
         for _ in range(LOOKUP_PAGES):
             params = {"pageSize": str(LOOKUP_PAGE_SIZE), **({"pageToken": token} if token else {})}
             page = self.http.request_json("GET", transform.BATCHES_PATH, params=params)
-            listed += transform.listed_batches(page, key=key, model=model)
+            listed += transform.listed_batches(page, key=key, model=model, refused=refused)
             token = str(page.get("nextPageToken") or "") if isinstance(page, dict) else ""
             if not token:  # the last page
                 break

@@ -123,6 +123,9 @@ JOB_STATES: Final[dict[str, base.JobState]] = {
 }
 # A listed batch in one of these states is not taken for a retried submission's (`listed_batches`).
 _OF_NO_USE: Final[frozenset[base.JobState]] = frozenset({"failed", "cancelled", "expired"})
+# ... and for a canceled batch's look-up of the job a dead invocation made: only a failed one
+# holds no finished answers.
+NOTHING_KEPT: Final[frozenset[base.JobState]] = frozenset({"failed"})
 # Finish reasons that mean a content filter stopped the answer: the item fails.
 BLOCKED_FINISHES: Final = frozenset(
     {
@@ -911,10 +914,14 @@ class ListedBatch:
     taken: bool  # the submission's (displayName) for its model, and not failed, cancelled or expired
 
 
-def listed_batches(page: object, *, key: str, model: str | None) -> list[ListedBatch]:
+def listed_batches(
+    page: object, *, key: str, model: str | None, refused: frozenset[base.JobState] | None = None
+) -> list[ListedBatch]:
     """The batches of a ListOperationsResponse page (`operations`) that have a name and a
     createTime; `taken` for those whose displayName is submission `key`'s, whose model is
-    `model` (`models/<id>`; None: any) and whose state is of use."""
+    `model` (`models/<id>`; None: any) and whose state is not `refused` (by default those of
+    no use to a submit: failed, cancelled, expired)."""
+    refused = _OF_NO_USE if refused is None else refused
     found = []
     for entry in _mapping(page).get("operations") or []:
         operation = _mapping(entry)
@@ -925,7 +932,7 @@ def listed_batches(page: object, *, key: str, model: str | None) -> list[ListedB
         taken = (
             batch.get("displayName") == batch_display_name(key)
             and model in (None, batch.get("model"))
-            and job_state(batch.get("state")) not in _OF_NO_USE
+            and job_state(batch.get("state")) not in refused
         )
         found.append(ListedBatch(name, created, taken))
     return found

@@ -169,22 +169,29 @@ class OpenAIBatch(_RoutedAdapter):
 
     def job_made(self, key: str, *, since: int) -> str | None:
         """FindsKeyedJobs: the batches submission `key` made (one an endpoint, joined as
-        `submit` joins them), still running or done; None at a compatible host (no key kept)."""
+        `submit` joins them), in any state that may hold finished answers (all but `failed`:
+        an expired or cancelled batch keeps what it finished); None at a compatible host (no
+        key kept)."""
         if self.route is not OPENAI_ROUTE:
             return None
         parts: dict[str, str] = {}
-        for batch in self._keyed_batches(key, since):
+        for batch in self._keyed_batches(key, since, refused=_NOTHING_KEPT):
             parts.setdefault(str(batch.get("endpoint")), str(batch["id"]))
         return JOB_ID_SEPARATOR.join(parts.values()) or None
 
     def _made_by(self, key: str | None, endpoint: str, noted: int | None) -> str | None:
         """The id of the batch a lost try of submission `key` made for `endpoint`."""
-        found = (b for b in self._keyed_batches(key, noted) if b.get("endpoint") == endpoint)
+        found = (
+            b for b in self._keyed_batches(key, noted, refused=_OF_NO_USE) if b.get("endpoint") == endpoint
+        )
         return next((str(batch["id"]) for batch in found), None)
 
-    def _keyed_batches(self, key: str | None, noted: int | None) -> Iterator[dict[str, Any]]:
-        """The batches submission `key` made, still running or done (one cancelled or failed
-        is of no use: a new one is made), newest first. Batches are read back to `noted` (when
+    def _keyed_batches(
+        self, key: str | None, noted: int | None, *, refused: frozenset[str] = frozenset()
+    ) -> Iterator[dict[str, Any]]:
+        """The batches submission `key` made, but those in a `refused` state (a submit's
+        look-up: `_OF_NO_USE`, a cancelled or failed one is of no use, a new one is made),
+        newest first. Batches are read back to `noted` (when
         that try began, less CLOCK_SKEW_SECONDS), else LOOKUP_WINDOW_SECONDS before the newest
         listed."""
         after: str | None = None
@@ -200,7 +207,7 @@ class OpenAIBatch(_RoutedAdapter):
                 if created_at < since:
                     return
                 metadata = batch.get("metadata") or {}
-                if metadata.get("batchroute_key") == key and batch.get("status") not in _OF_NO_USE:
+                if metadata.get("batchroute_key") == key and batch.get("status") not in refused:
                     yield batch
             if not listed or not page.get("has_more"):
                 return
@@ -283,6 +290,7 @@ JOB_ID_SEPARATOR = "+"
 _WORST_FIRST: tuple[base.JobState, ...] = ("failed", "cancelled", "expired")
 # A batch in one of these states is not taken for a retried submission's (`_made_by`).
 _OF_NO_USE = frozenset({"failed", "cancelling", "cancelled", "expired"})
+_NOTHING_KEPT = frozenset({"failed"})  # a batch that failed validation ran nothing
 # A job in one of these states is failed over whole, its results unread (the lane runner).
 ABANDONED: frozenset[base.JobState] = frozenset({"failed", "cancelled"})
 

@@ -769,6 +769,10 @@ class LaneExecutor:
                 return self._stopped_too_long(batch_id)  # looked up again at the next turn
             if job is None:
                 return True
+            # stored (the note cleared) before it is cancelled: a cancel the vendor takes turns
+            # to finish is polled from the lane record, as a stored job's; a look-up would no
+            # longer find it (a cancelling job is of no use to a submit)
+            self.progress.set_job(batch_id, lane.lane_key, job, chunk=number)
         self._cancel_job(lane, job)
         chunk = self._load_chunk(batch_id, lane, number, position, first_ordinal)
 
