@@ -7,7 +7,10 @@ and a late repeat of the dispute's event does not switch it off again."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from batchroute.clock import FixedClock
+from batchroute.errors import TransientError
 from batchroute.money import Money
 from tests.integration.payments_harness import Bench, intent_of, stripe_client
 from tests.integration.payments_harness import real_time_clock as real_time_clock  # the fixtures
@@ -98,9 +101,44 @@ def test_an_attempt_not_charged_yet_is_not_charged_once_the_user_switched_auto_t
     assert started["status"] == "pending" and not started["processor_reference"]
     # When the user switches auto top-up off before the sweep
     bench.configure(enabled=False)
-    bench.wiring.sweeper.sweep()
+    report = bench.wiring.sweeper.sweep()["auto_topups"]
+    assert report["withdrawn"] == [started["id"]] and report["charged"] == []
     # Then the card is not charged: the attempt ends, saying why, and the balance is as it was
     (ended,) = bench.attempts()
     assert ended["status"] == "failed" and not ended["processor_reference"], ended
     assert ended["failure_code"] == "auto_topup_disabled", ended
     assert bench.balance() == Money.usd(5)
+    # And nothing counts as a failed payment: no back-off, no "failed" email
+    assert settings(bench)["status"]["consecutive_failures"] == 0
+    assert not bench.events("billing.auto_topup_failed")
+
+
+def test_an_attempt_whose_charge_answer_was_lost_is_charged_again_not_withdrawn(bench: Bench) -> None:
+    # Given an attempt whose charge reached the processor but whose answer was lost
+    bench.buy(100)
+    bench.configure(**ARMED)
+    bench.spend("95")
+    bench.moved()
+    processor = bench.wiring.auto_topup.processor
+    real = processor.charge_off_session
+
+    def answer_lost(**kwargs: Any) -> Any:
+        real(**kwargs)
+        raise TransientError("the answer never came")
+
+    processor.charge_off_session = answer_lost
+    try:
+        bench.wiring.sweeper.sweep()
+    finally:
+        del processor.charge_off_session
+    (tried,) = bench.attempts()
+    assert tried["status"] == "pending" and not tried["processor_reference"]
+    # When the user switches auto top-up off before the next sweep
+    bench.configure(enabled=False)
+    bench.wiring.sweeper.sweep()
+    assert bench.emulator.deliver_pending()
+    # Then the charge is repeated under its key (the same PaymentIntent) and credited: the card
+    # was charged, so the attempt is never withdrawn
+    (done,) = bench.attempts()
+    assert done["status"] == "succeeded", done
+    assert bench.balance() == Money.usd(55)

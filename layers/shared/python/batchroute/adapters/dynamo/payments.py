@@ -148,15 +148,34 @@ class PaymentsStore(DynamoStore):
 
     def record_charge(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> None:
         """Note the PaymentIntent of a pending attempt (once the processor answered)."""
+        self._update_pending(
+            org_id,
+            attempt_id,
+            "SET processor_ref = :ref, updated_at = :at",
+            {":ref": processor_ref, ":at": at},
+        )
+
+    def charge_tried(self, org_id: str, attempt_id: str, *, at: str) -> bool:
+        """Note that a charge of the pending attempt is about to reach the processor (kept the
+        first time: the attempt is never withdrawn after it); False when it is no longer
+        pending (settled, or withdrawn, meanwhile: it is not charged)."""
+        return self._update_pending(
+            org_id, attempt_id, "SET charge_tried_at = if_not_exists(charge_tried_at, :at)", {":at": at}
+        )
+
+    def _update_pending(
+        self, org_id: str, attempt_id: str, expression: str, values: dict[str, object]
+    ) -> bool:
+        """`expression` on the attempt, only while it is pending (False: it is not)."""
         request = update_request(
             self.table_name,
             org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
-            "SET processor_ref = :ref, updated_at = :at",
+            expression,
             condition="#status = :pending",
             names=_STATUS,
-            values={":ref": processor_ref, ":at": at, ":pending": "pending"},
+            values={**values, ":pending": "pending"},
         )
-        conditional_update(self.dynamodb, **request)
+        return conditional_update(self.dynamodb, **request)
 
     def succeeded_item(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> TransactItem:
         """The attempt's success, for the credit's transaction (whatever it read before: a
@@ -173,10 +192,19 @@ class PaymentsStore(DynamoStore):
         return {"Update": update}
 
     def failed_item(
-        self, org_id: str, attempt_id: str, *, processor_ref: str | None, code: str, reason: str, at: str
+        self,
+        org_id: str,
+        attempt_id: str,
+        *,
+        processor_ref: str | None,
+        code: str,
+        reason: str,
+        at: str,
+        untried: bool = False,
     ) -> TransactItem:
         """The attempt's failure, refused unless it is still pending (a failure reported after
-        a success changes nothing)."""
+        a success changes nothing); with `untried`, also unless no charge of it was ever sent
+        (`charge_tried`: a withdrawal never races a charge)."""
         values: dict[str, object] = {
             ":failed": "failed",
             ":pending": "pending",
@@ -192,7 +220,8 @@ class PaymentsStore(DynamoStore):
             self.table_name,
             org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
             expression + " REMOVE gsi1pk, gsi1sk",
-            condition="#status = :pending",
+            condition="#status = :pending"
+            + (" AND attribute_not_exists(charge_tried_at)" if untried else ""),
             names=_STATUS,
             values=values,
         )

@@ -312,6 +312,21 @@ def after_failure(settings: AutoTopup, attempt: TopupAttempt, *, at: datetime) -
     )
 
 
+def after_withdrawal(settings: AutoTopup, attempt: TopupAttempt, *, at: datetime) -> AutoTopup:
+    """An attempt ended before its card was charged because auto top-up was switched off:
+    the slot frees and its amount goes back to the month, with no failure counted and no
+    back-off (nothing failed; a `disabled_reason` set by a refund or dispute stays)."""
+    month_committed = settings.month_committed
+    if settings.month == month_key(_parse(attempt.created_at)):
+        month_committed = Money(max(0, (month_committed - attempt.amount).micros))
+    return replace(
+        settings,
+        version=settings.version + 1,
+        in_flight=None if settings.in_flight == attempt.attempt_id else settings.in_flight,
+        month_committed=month_committed,
+    )
+
+
 def after_success(settings: AutoTopup, attempt: TopupAttempt) -> AutoTopup:
     """A top-up went through: the slot frees and the failure count resets. One recorded as
     failed before (the processor reported the success later) takes its room in the month's
@@ -361,6 +376,9 @@ class TopupAttempt:
     processor_ref: str | None = None  # the PaymentIntent id
     failure_code: str | None = None
     failure_reason: str | None = None
+    # when a charge was first sent to the processor (its answer may have been lost): from
+    # then on the attempt is only ever charged again under its key, never withdrawn
+    charge_tried_at: str | None = None
 
     def to_api(self) -> TopupAttemptView:
         return {

@@ -36,6 +36,7 @@ from batchroute.domain.billing.payments import (
     UpdateAutoTopup,
     after_failure,
     after_success,
+    after_withdrawal,
     apply_update,
     settled_slot,
     skip_reason,
@@ -87,12 +88,22 @@ class TopupStore(SavedCards, Protocol):
 
     def record_charge(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> None: ...
 
+    def charge_tried(self, org_id: str, attempt_id: str, *, at: str) -> bool: ...
+
     def succeeded_item(
         self, org_id: str, attempt_id: str, *, processor_ref: str, at: str
     ) -> TransactItem: ...
 
     def failed_item(
-        self, org_id: str, attempt_id: str, *, processor_ref: str | None, code: str, reason: str, at: str
+        self,
+        org_id: str,
+        attempt_id: str,
+        *,
+        processor_ref: str | None,
+        code: str,
+        reason: str,
+        at: str,
+        untried: bool = False,
     ) -> TransactItem: ...
 
     def pending_attempts(self, created_before: str, *, limit: int = 50) -> list[TopupAttempt]: ...
@@ -132,6 +143,7 @@ class TopupSweep:
     charged: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
     left_pending: list[str] = field(default_factory=list)
+    withdrawn: list[str] = field(default_factory=list)  # auto top-up switched off before any charge
 
 
 @dataclass(eq=False, kw_only=True)
@@ -227,15 +239,20 @@ class AutoTopupService:
         """Charge a pending attempt off-session. A decline settles it as failed now (the
         processor's webhook would say the same); a success waits for the webhook's credit. A
         processor outage leaves it pending for the sweeper (TransientError is logged). One
-        whose org switched auto top-up off since it started (the user, or a refund or dispute
-        of its payments) ends without a charge: the card is charged only while it is on."""
+        never sent to the processor whose org switched auto top-up off since it started (the
+        user, or a refund or dispute of its payments) is withdrawn (`withdraw`): the card is
+        charged only while it is on."""
         customer = self.store.customer_id(attempt.org_id)
         card = self.store.payment_method(attempt.org_id)
         at = self.clock.now()
-        if not self.store.auto_topup(attempt.org_id).enabled:
-            reason = "Auto top-up was switched off before the card was charged; nothing was charged."
-            self._failed(attempt, "auto_topup_disabled", reason, at=at)
-            return None
+        if attempt.charge_tried_at is None:
+            if self._switched_off(attempt):
+                self.withdraw(attempt, at=at)
+                return None
+            # from here on a charge may reach the processor with its answer lost: the attempt
+            # is then charged again under its key (the same PaymentIntent), never withdrawn
+            if not self.store.charge_tried(attempt.org_id, attempt.attempt_id, at=isoformat(at)):
+                return None  # settled or withdrawn meanwhile: not charged
         if customer is None or card is None:
             self._failed(attempt, "payment_method_missing", "No saved card to charge.", at=at)
             return None
@@ -289,6 +306,9 @@ class AutoTopupService:
     def _sweep_one(self, attempt: TopupAttempt, report: TopupSweep, *, now: datetime) -> None:
         if attempt.processor_ref is None and attempt.created_at <= isoformat(now - UNCHARGED_EXPIRY):
             self._failed(attempt, "attempt_expired", "The processor could not be reached in time.", at=now)
+        elif attempt.processor_ref is None and self._switched_off(attempt):
+            if self.withdraw(attempt, at=now):
+                report.withdrawn.append(attempt.attempt_id)
         elif attempt.processor_ref is None:
             self.charge(attempt)
             report.charged.append(attempt.attempt_id)
@@ -420,6 +440,36 @@ class AutoTopupService:
             reason=charge.failure_reason or "The payment did not go through.",
             at=at,
         )
+
+    def _switched_off(self, attempt: TopupAttempt) -> bool:
+        """Whether the attempt was never sent to the processor and its org's auto top-up is
+        off now (it is withdrawn, not charged)."""
+        return attempt.charge_tried_at is None and not self.store.auto_topup(attempt.org_id).enabled
+
+    def withdraw(self, attempt: TopupAttempt, *, at: datetime) -> bool:
+        """End an attempt never sent to the processor, auto top-up switched off since it
+        started: `failed` with `auto_topup_disabled`, its slot and month's room freed, but no
+        failure counted, no back-off and no "failed" email (nothing failed, nothing was
+        charged). False when it was settled before."""
+        for _ in range(_SAVE_ATTEMPTS):
+            current = self.store.attempt(attempt.org_id, attempt.attempt_id)
+            if current is None or current.status != "pending" or current.charge_tried_at is not None:
+                return False
+            settings = self.store.auto_topup(attempt.org_id)
+            ended = self.store.failed_item(
+                attempt.org_id,
+                attempt.attempt_id,
+                processor_ref=None,
+                code="auto_topup_disabled",
+                reason="Auto top-up was switched off before the card was charged; nothing was charged.",
+                at=isoformat(at),
+                untried=True,
+            )
+            new = after_withdrawal(settings, current, at=at)
+            if self.store.save(new, expected_version=settings.version, extra_items=(ended,)):
+                logger.info("auto top-up withdrawn: switched off", extra={"attempt_id": attempt.attempt_id})
+                return True
+        raise TransientError(f"withdrawing {attempt.attempt_id} kept colliding")
 
     def failed(
         self, org_id: str, attempt_id: str, *, processor_ref: str | None, code: str, reason: str, at: datetime

@@ -464,5 +464,6 @@ def _auto_topups(topups: PendingTopups) -> SweepOutcome:
             "charged": report.charged,
             "recovered": report.recovered,
             "left_pending": report.left_pending,
+            "withdrawn": report.withdrawn,
         }
     }
