@@ -41,7 +41,8 @@ def vendor_rows() -> list[dict[str, Any]]:
             "custom_id": "r-0",
             "method": "POST",
             "url": "/v1/responses",
-            "body": {"model": MINI, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 24},
+            # the Responses API's own body (`messages` there is refused, as OpenAI refuses it)
+            "body": {"model": MINI, "input": "Hello", "max_output_tokens": 24},
         }
     )
     return rows
