@@ -5,7 +5,7 @@ bucket delivery (services/workflow)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -32,9 +32,10 @@ from batchroute.domain.delivery.buckets import (
     new_round,
     outcome,
 )
-from batchroute.domain.delivery.network import UrlGuard
+from batchroute.domain.delivery.network import UrlGuard, reaches
 from batchroute.domain.delivery.targets import (
     BucketRefused,
+    CreateTarget,
     DeliveryTarget,
     UpdateTarget,
     apply_update,
@@ -45,6 +46,7 @@ from batchroute.domain.delivery.targets import (
 )
 from batchroute.errors import InvalidRequest
 from batchroute.services.batches.launch import LaunchReport
+from batchroute.services.delivery.targets import DeliveryTargets
 from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.services.workflow.sweeper import Sweeper
 from batchroute.workflow.tasks import WorkflowTask
@@ -779,3 +781,40 @@ def test_a_target_test_makes_one_try_and_a_delivery_two() -> None:
     assert buckets.read_timeout + buckets.deadline_seconds + buckets.read_timeout < 120
     tries = [b.open(target, "secret-value-0123456789").s3.meta.config.retries for b in (probe, buckets)]
     assert [t["total_max_attempts"] for t in tries] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "own", "same"),
+    [
+        ("http://127.0.0.1:5000", "http://127.0.0.1:5000", True),
+        ("http://127.0.0.1:5000", "http://localhost:5000", True),  # another name of this machine
+        ("http://127.0.0.1:5001", "http://127.0.0.1:5000", False),  # another port: another server
+        ("https://s3.customer.example", "http://127.0.0.1:5000", False),
+    ],
+)
+def test_the_services_own_storage_is_never_a_target(endpoint: str, own: str, same: bool) -> None:
+    # Local mode points the service's own clients at its moto, where no key is checked: an org
+    # registering it as its target (loopback endpoints are allowed locally) would read and write
+    # every org's objects
+    guard = UrlGuard(allow_loopback=True, environment="local", resolve=lambda host, port: ["93.184.215.14"])
+    targets = DeliveryTargets(
+        store=None,  # type: ignore[arg-type]  (refused before any store call)
+        sealer=None,  # type: ignore[arg-type]
+        buckets=None,  # type: ignore[arg-type]
+        check_url=guard.check,
+        clock=FixedClock(),
+        own_endpoint=own,
+    )
+    assert reaches(guard.check(endpoint), own) is same
+    if not same:
+        return
+    command = CreateTarget(
+        bucket="acme-results", access_key_id="AKIAEXAMPLEKEY01", secret_access_key="s" * 20
+    )
+    with pytest.raises(InvalidRequest) as refused:
+        targets.create("org_1", replace(command, endpoint_url=endpoint))
+    assert refused.value.code == "unsafe_url" and (refused.value.details or {})["field"] == "endpoint_url"
+    # And a target saved before is refused at each delivery too
+    with pytest.raises(BucketRefused) as at_delivery:
+        targets.open(_target(endpoint_url=endpoint, region=None))
+    assert at_delivery.value.code == "unsafe_url"

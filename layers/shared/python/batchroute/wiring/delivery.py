@@ -78,6 +78,7 @@ class DeliveryWiring(AccountsWiring):
             check_url=self.webhook_url_check(),
             clock=self.clock,
             probe_buckets=buckets.for_probes(),
+            own_endpoint=self.settings.aws_endpoint_url,
         )
 
     @cached_property

@@ -97,6 +97,28 @@ class UrlGuard:
         )
 
 
+def reaches(resolved: ResolvedUrl, service_url: str) -> bool:
+    """Whether an endpoint that passed the guard is `service_url` (the service's own AWS
+    endpoint: local mode's moto, where no key is checked and every org's objects are): the
+    same port, and the same host or both on this machine's loopback."""
+    own = urlsplit(service_url)
+    port = own.port or (443 if own.scheme == "https" else 80)
+    if resolved.port != port or not own.hostname:
+        return False
+    if own.hostname.lower() == resolved.host.lower():
+        return True
+    return _loopback(own.hostname) and any(_loopback(address) for address in resolved.addresses)
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def system_resolver(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for host (A and AAAA)."""
     answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)

@@ -15,6 +15,7 @@ from dataclasses import KW_ONLY, dataclass, replace
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.delivery.network import ResolvedUrl, reaches
 from batchroute.domain.delivery.targets import (
     MAX_TARGETS_PER_ORG,
     BucketRefused,
@@ -74,6 +75,8 @@ class DeliveryTargets:
     clock: Clock
     max_targets: int = MAX_TARGETS_PER_ORG
     probe_buckets: Buckets | None = None  # the test endpoint's (short time-outs); None: `buckets`
+    # The service's own AWS endpoint, when it has one (local mode: its moto): never a target's
+    own_endpoint: str | None = None
 
     # -- registration --------------------------------------------------------------------
     def create(self, org_id: str, command: CreateTarget) -> DeliveryTarget:
@@ -157,7 +160,7 @@ class DeliveryTargets:
         with the test endpoint's short time-outs. Raises BucketRefused."""
         if target.endpoint_url is not None:
             try:
-                self.check_url(target.endpoint_url)
+                self._checked(target.endpoint_url)
             except InvalidRequest as refused:
                 raise BucketRefused(refused.code, refused.message) from None
         try:
@@ -200,11 +203,20 @@ class DeliveryTargets:
         )
         return TargetTest(target_id, target.bucket, test)
 
+    def _checked(self, endpoint_url: str) -> None:
+        """The SSRF guard, and never the service's own storage (an org would read and write
+        every org's objects there: local mode's moto checks no key)."""
+        resolved = self.check_url(endpoint_url)
+        if self.own_endpoint and isinstance(resolved, ResolvedUrl) and reaches(resolved, self.own_endpoint):
+            raise InvalidRequest(
+                "endpoint_url is the service's own storage, not a bucket of yours.", code="unsafe_url"
+            )
+
     def _check_endpoint(self, endpoint_url: str | None) -> None:
         if endpoint_url is None:
             return
         try:
-            self.check_url(endpoint_url)
+            self._checked(endpoint_url)
         except InvalidRequest as refused:
             raise InvalidRequest(
                 refused.message,
