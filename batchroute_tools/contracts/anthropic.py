@@ -88,6 +88,10 @@ CUSTOM_ID: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 MAX_BATCH_REQUESTS: Final = 100_000
 MAX_MESSAGES: Final = 100_000
+# Anthropic's vision guide: up to 100 images a request on the API (200k-window models); a
+# request with more is refused (400 invalid_request_error). The preflight does not bound an
+# item's images per vendor yet: such an item fails on its Anthropic lane, as it would there.
+MAX_IMAGES: Final = 100
 _SCALARS: Final = frozenset({"str", "int", "float", "bool", "none", "list", "dict", "bytes"})
 
 
@@ -364,6 +368,15 @@ def _message_rules(body: Mapping[str, Any], path: str) -> list[str]:
     found.extend(_turn_problems(list(body["messages"]), f"{path}.messages"))
     found.extend(_tool_problems(body, path))
     found.extend(_cache_control_problems(body, path))
+    images = sum(
+        1
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, Mapping) and block.get("type") == "image"
+    )
+    if images > MAX_IMAGES:
+        found.append(f"{path}.messages: too many images ({images}); at most {MAX_IMAGES} images a request")
     return found
 
 

@@ -364,3 +364,16 @@ def test_cache_breakpoints_as_the_api_takes_and_refuses_them() -> None:
     five = request_violations("messages", _cached(*[ephemeral] * 4, top=ephemeral))
     assert five == ["A maximum of 4 blocks with cache_control may be provided. Found 5."]
     assert "must come before" in request_violations("messages", _cached(ephemeral, hour))[0]
+
+
+def test_more_than_a_hundred_images_in_a_request_are_refused() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+
+    def with_images(count: int) -> dict[str, Any]:
+        content = [{"type": "text", "text": "What are these?"}, *([image] * count)]
+        return {**GOOD, "messages": [{"role": "user", "content": content}]}
+
+    assert request_violations("messages", with_images(100)) == []
+    assert request_violations("messages", with_images(101)) == [
+        "$.messages: too many images (101); at most 100 images a request"
+    ]
