@@ -8,6 +8,7 @@ import json
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any, cast
 
 import pytest
@@ -67,6 +68,11 @@ def test_amounts_are_whole_cents_between_5_and_10000_usd() -> None:
         with pytest.raises(InvalidRequest) as refused:
             payment_amount(bad)
         assert refused.value.code == "invalid_amount" and refused.value.details == {"field": "amount"}
+    # an absurd amount (a body's 1e400, read as a decimal) is told the payment's own bound
+    for huge in (Decimal("1E+400"), 1e12, "20000"):
+        with pytest.raises(InvalidRequest) as refused:
+            payment_amount(huge)
+        assert "10,000.00 USD" in refused.value.message, refused.value.message
     assert to_cents(Money.usd("12.34")) == 1234 and from_cents(1234) == Money.usd("12.34")
     with pytest.raises(ValueError, match="whole cents"):
         to_cents(Money(1))

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any, Literal, TypedDict
 
 from batchroute.clock import isoformat
-from batchroute.domain.billing.controls import parse_usd
+from batchroute.domain.billing.controls import MAX_USD, parse_usd
 from batchroute.domain.billing.reversals import ReversalClaim
 from batchroute.errors import InvalidRequest
 from batchroute.money import MICROS_PER_USD, Money, MoneyView, money_text
@@ -53,7 +54,7 @@ def month_key(at: datetime) -> str:
 
 def payment_amount(value: Any, name: str = "amount", *, code: str = "invalid_amount") -> Money:
     """A USD amount to pay: 5..10000, whole cents."""
-    amount = _usd(value, name, code=code)
+    amount = _usd(value, name, code=code, ceiling=MAX_PAYMENT.amount)
     if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
         raise _invalid(
             name,
@@ -63,9 +64,9 @@ def payment_amount(value: Any, name: str = "amount", *, code: str = "invalid_amo
     return amount
 
 
-def _usd(value: Any, name: str, *, code: str) -> Money:
+def _usd(value: Any, name: str, *, code: str, ceiling: Decimal = MAX_USD) -> Money:
     try:
-        amount = parse_usd(value, name)
+        amount = parse_usd(value, name, ceiling=ceiling)
     except InvalidRequest as exc:
         raise _invalid(name, exc.message, code=code) from exc
     if amount.micros % MICROS_PER_CENT:
