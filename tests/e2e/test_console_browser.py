@@ -26,6 +26,7 @@ import pytest
 from playwright.sync_api import Browser, FilePayload, Page, ViewportSize, expect, sync_playwright
 
 from tests.e2e.local_stack import REPO, RunningStack
+from tests.integration.customer_bucket import BUCKET, CustomerS3
 
 pytestmark = pytest.mark.e2e
 
@@ -60,6 +61,13 @@ def browser() -> Iterator[Browser]:
             yield launched
         finally:
             launched.close()
+
+
+@pytest.fixture
+def customer() -> Iterator[CustomerS3]:
+    """The customer's own S3-compatible store: a moto server of its own (checking keys)."""
+    with CustomerS3.start() as server:
+        yield server
 
 
 @pytest.fixture
@@ -388,18 +396,11 @@ def test_failed_items_are_filtered_and_retried_from_the_batch_page(page: Page) -
 
 
 def test_settings_save_a_delivery_target_that_tests_ok_and_show_webhook_errors(
-    page: Page, local_stack: RunningStack
+    page: Page, local_stack: RunningStack, customer: CustomerS3
 ) -> None:
-    # Given a signed-in owner and a bucket on an S3-compatible store (the stack's moto stands in)
-    stack = local_stack.describe()
-    bucket = f"results-{uuid.uuid4().hex[:8]}"
-    boto3.client(
-        "s3",
-        endpoint_url=stack["endpoint_url"],
-        region_name=stack["region"],
-        aws_access_key_id="test",
-        aws_secret_access_key="testtesttest",
-    ).create_bucket(Bucket=bucket)
+    # Given a signed-in owner and a bucket on an S3-compatible store of the customer's (a moto
+    # server of its own: the stack's own store is never a target)
+    bucket = BUCKET
     address = f"settings-{uuid.uuid4().hex[:10]}@example.com"
     assert page.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
     assert page.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
@@ -423,9 +424,9 @@ def test_settings_save_a_delivery_target_that_tests_ok_and_show_webhook_errors(
     # When a delivery target is added and tested
     page.get_by_label("Bucket", exact=True).fill(bucket)
     page.get_by_label("Key prefix (optional)").fill("console")
-    page.get_by_label("S3-compatible endpoint URL (optional)").fill(stack["endpoint_url"])
-    page.get_by_label("Access key id").fill("test")
-    page.get_by_label("Secret access key (write-only)").fill("testtesttest")
+    page.get_by_label("S3-compatible endpoint URL (optional)").fill(customer.endpoint_url)
+    page.get_by_label("Access key id").fill(customer.access_key_id)
+    page.get_by_label("Secret access key (write-only)").fill(customer.secret_access_key)
     page.get_by_role("button", name="Add delivery target").click()
     row = page.get_by_role("row", name=re.compile(bucket))
     expect(row).to_be_visible()
@@ -433,7 +434,7 @@ def test_settings_save_a_delivery_target_that_tests_ok_and_show_webhook_errors(
     row.get_by_role("button", name="Test").click()
     # Then the test wrote a sample object and says so
     expect(row.get_by_role("status")).to_contain_text("ok (console/batchroute-test-")
-    assert "testtesttest" not in page.content()
+    assert customer.secret_access_key not in page.content()
 
     # And retention saves
     page.get_by_label("Keep results").select_option("extended_fixed")
