@@ -270,3 +270,22 @@ def test_functions_beside_a_hosted_tool_go_to_no_gemini_lane_which_would_refuse_
         assert plan_direct(
             parse_chat_request(body, CATALOG), CATALOG, live=LIVE, now=NOW, guards=GUARDS
         ).lanes
+
+
+def test_an_item_with_more_images_than_a_vendor_takes_a_request_goes_to_no_lane_of_it() -> None:
+    # Anthropic takes at most 100 images a request (providers.toml max_images_per_request)
+    def asking(count: int) -> ChatRequest:
+        image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+        content = [{"type": "text", "text": "What are these?"}, *([image] * count)]
+        body = {
+            "model": "claude-sonnet-4",
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": 8,
+        }
+        return parse_chat_request(body, CATALOG)
+
+    assert plan_direct(asking(100), CATALOG, live=LIVE, now=NOW, guards=GUARDS).lanes
+    with pytest.raises(InvalidRequest) as refused:
+        plan_direct(asking(101), CATALOG, live=LIVE, now=NOW, guards=GUARDS)
+    rejected = (refused.value.details or {})["rejected_lanes"]
+    assert rejected == [{"lane_id": "anthropic/claude-sonnet-4", "code": "context_window_exceeded"}]

@@ -66,6 +66,7 @@ class LaneDefaults:
     batch_price_factor: Decimal
     exposed_capabilities: tuple[RuntimeCapability, ...] | None  # None: all of the model's
     max_embedding_request_tokens: int | None = None  # the embeddings lanes' summed-token limit
+    max_images: int | None = None  # the most images one request of a vision lane may hold
 
 
 def load_catalog(folder: Traversable | None = None) -> Catalog:
@@ -141,6 +142,9 @@ def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefault
                     else None
                 ),
                 max_embedding_request_tokens=_request_tokens(defaults),
+                max_images=defaults.integer("max_images_per_request", minimum=1)
+                if defaults.has("max_images_per_request")
+                else None,
             ),
         )
         defaults.close()
@@ -255,6 +259,7 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
         max_embedding_request_tokens=(
             defaults.max_embedding_request_tokens if "embeddings" in operations else None
         ),
+        max_images=defaults.max_images,
     )
 
 

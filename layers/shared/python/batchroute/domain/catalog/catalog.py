@@ -174,6 +174,9 @@ class Lane:
     # vendor documents such a limit (OpenAI: 300,000); None: none. Each input must also fit
     # `context_window` on its own.
     max_embedding_request_tokens: int | None = None
+    # Vision: the most images one request may hold, where the vendor documents such a limit
+    # (Anthropic 100, Bedrock Converse 20); None: none but the context window.
+    max_images: int | None = None
 
     @property
     def lane_id(self) -> str:

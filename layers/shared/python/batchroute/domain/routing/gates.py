@@ -359,13 +359,21 @@ def _capabilities_gate(lane: Lane, group: ModelGroup) -> GateFailure | None:
 
 def _context_gate(lane: Lane, group: ModelGroup, demand: LaneDemand) -> GateFailure | None:
     """The largest item must fit the lane's window (for embeddings, its largest input) and,
-    on a lane with a per-request limit, an embeddings item's inputs summed must fit it."""
+    on a lane with a per-request limit, an embeddings item's inputs summed must fit it, and
+    an item's images the lane's image limit."""
     if demand.context_tokens > lane.context_window:
         return GateFailure(
             "context_window_exceeded",
             f"The largest item needs about {demand.context_tokens} tokens (prompt + output); "
             f"the lane's context window is {lane.context_window}.",
             {"needed_tokens": demand.context_tokens, "context_window": lane.context_window},
+        )
+    if lane.max_images is not None and group.max_images > lane.max_images:
+        return GateFailure(
+            "context_window_exceeded",
+            f"The largest item holds {group.max_images} images; the lane takes at most "
+            f"{lane.max_images} a request.",
+            {"needed_images": group.max_images, "image_limit": lane.max_images},
         )
     limit, needed = lane.max_embedding_request_tokens, group.max_embedding_prompt_tokens
     if limit is None or needed <= limit:

@@ -225,6 +225,7 @@ class ItemFacts(NamedTuple):
     window_prompt_tokens: int
     prefix: ItemPrefix | None = None  # the cacheable prefix, when long enough (prompt_cache.py)
     dimensions: int = 0  # embeddings: the vector size asked for (`input.dimensions`); 0: the model's
+    images: int = 0  # image parts: a lane's `max_images` bounds them (one request holds them all)
 
     @property
     def request_tokens(self) -> int:
@@ -284,6 +285,7 @@ def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
             capabilities=frozenset(capabilities) if capabilities else _NOTHING,
             prefix=None if operation == "embeddings" else item_prefix(payload),
             dimensions=estimate.dimensions,
+            images=estimate.images,
             window_prompt_tokens=estimate.prompt_tokens
             if estimate.window_tokens < 0
             else estimate.window_tokens,
@@ -313,6 +315,7 @@ class ModelGroup:
     # embeddings: the largest prompt of one item, summed across its inputs (one request: a
     # lane's `max_embedding_request_tokens` bounds it, as `max_prompt_tokens` its window)
     max_embedding_prompt_tokens: int = 0
+    max_images: int = 0  # the most image parts one item holds (a lane's `max_images` bounds it)
     operations: set[str] = field(default_factory=set)
     tools: dict[str, int] = field(default_factory=dict)  # hosted tool -> first item index needing it
     capabilities: dict[str, int] = field(default_factory=dict)  # capability -> first item index
@@ -331,6 +334,7 @@ class ModelGroup:
         self.max_item_tokens = max(self.max_item_tokens, facts.window_prompt_tokens + facts.output_tokens)
         self.largest_dimensions = max(self.largest_dimensions, facts.dimensions)
         self.max_embedding_prompt_tokens = max(self.max_embedding_prompt_tokens, facts.request_tokens)
+        self.max_images = max(self.max_images, facts.images)
         self.operations.add(facts.operation)
         for tool in facts.tools:
             self.tools.setdefault(tool, index)
@@ -371,6 +375,7 @@ class _Estimate:
     capabilities: set[str] = field(default_factory=set)
     dimensions: int = 0  # embeddings: `input.dimensions`, when given
     window_tokens: int = -1  # embeddings: the largest single input's tokens; -1: the whole prompt
+    images: int = 0  # image parts in the conversation
 
 
 def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
@@ -400,6 +405,7 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
     text_bytes += _read_output_format(payload, found, problems)
     if images:
         found.capabilities.add("vision")
+    found.images = images
     found.prompt_tokens = prompt_tokens(text_bytes=text_bytes, messages=messages, images=images)
     return found
 
