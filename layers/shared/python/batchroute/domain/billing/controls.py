@@ -145,10 +145,11 @@ class ControlsChange:
 
 
 # -- parsing: the rules of the request model's fields (functions/api/schemas/billing/controls.py) --
-def parse_usd(value: Any, name: str, *, ceiling: Decimal = MAX_USD) -> Money:
+def parse_usd(value: Any, name: str, *, ceiling: Decimal = MAX_USD, too_large: str | None = None) -> Money:
     """A plain USD amount (number or decimal string; a Money object is also taken, so what
     GET returns can be sent back): non-negative, at most 6 decimals, at most `ceiling` (1e9,
-    or the caller's own bound, so an absurd amount is told the bound that applies)."""
+    or the caller's own bound, with its own `too_large` message, so an absurd amount is told
+    the bound that applies)."""
     if isinstance(value, Mapping):
         if set(value) != {"currency", "amount"} or str(value["currency"]).lower() != "usd":
             raise _invalid(name, f"{name} must be a USD amount (a number, or {{currency: usd, amount}}).")
@@ -157,7 +158,7 @@ def parse_usd(value: Any, name: str, *, ceiling: Decimal = MAX_USD) -> Money:
     if amount < 0:
         raise _invalid(name, f"{name} must not be negative.")
     if amount > ceiling:
-        raise _invalid(name, f"{name} must be at most {money_text(Money.usd(ceiling))}.")
+        raise _invalid(name, too_large or f"{name} must be at most {money_text(Money.usd(ceiling))}.")
     exponent = amount.normalize().as_tuple().exponent
     if isinstance(exponent, int) and -exponent > MAX_USD_DECIMALS:
         raise _invalid(name, f"{name} may have at most {MAX_USD_DECIMALS} decimal places.")

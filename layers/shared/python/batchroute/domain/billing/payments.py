@@ -54,19 +54,18 @@ def month_key(at: datetime) -> str:
 
 def payment_amount(value: Any, name: str = "amount", *, code: str = "invalid_amount") -> Money:
     """A USD amount to pay: 5..10000, whole cents."""
-    amount = _usd(value, name, code=code, ceiling=MAX_PAYMENT.amount)
+    between = f"{name} must be between {money_text(MIN_PAYMENT)} and {money_text(MAX_PAYMENT)}."
+    amount = _usd(value, name, code=code, ceiling=MAX_PAYMENT.amount, too_large=between)
     if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
-        raise _invalid(
-            name,
-            f"{name} must be between {money_text(MIN_PAYMENT)} and {money_text(MAX_PAYMENT)}.",
-            code=code,
-        )
+        raise _invalid(name, between, code=code)
     return amount
 
 
-def _usd(value: Any, name: str, *, code: str, ceiling: Decimal = MAX_USD) -> Money:
+def _usd(
+    value: Any, name: str, *, code: str, ceiling: Decimal = MAX_USD, too_large: str | None = None
+) -> Money:
     try:
-        amount = parse_usd(value, name, ceiling=ceiling)
+        amount = parse_usd(value, name, ceiling=ceiling, too_large=too_large)
     except InvalidRequest as exc:
         raise _invalid(name, exc.message, code=code) from exc
     if amount.micros % MICROS_PER_CENT:
