@@ -288,4 +288,12 @@ def test_an_item_with_more_images_than_a_vendor_takes_a_request_goes_to_no_lane_
     with pytest.raises(InvalidRequest) as refused:
         plan_direct(asking(101), CATALOG, live=LIVE, now=NOW, guards=GUARDS)
     rejected = (refused.value.details or {})["rejected_lanes"]
-    assert rejected == [{"lane_id": "anthropic/claude-sonnet-4", "code": "context_window_exceeded"}]
+    # (the refusal says what to change, as a quote's receipt does)
+    assert rejected == [
+        {
+            "lane_id": "anthropic/claude-sonnet-4",
+            "code": "context_window_exceeded",
+            "message": "The largest item holds 101 images; the lane takes at most 100 a request.",
+            "details": {"needed_images": 101, "image_limit": 100},
+        }
+    ]

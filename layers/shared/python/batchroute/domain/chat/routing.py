@@ -110,10 +110,14 @@ class DirectLane:
 
 class LaneRejection(TypedDict):
     """A lane the plan did not choose, and why (`rule`: the policy rule, for `policy`), as a
-    `no_direct_lane` refusal lists it."""
+    `no_direct_lane` refusal lists it: the gate's message and details too, so a refusal says
+    what to change (101 images against a limit of 100, the capability missing), as a quote's
+    receipt does."""
 
     lane_id: str
     code: str
+    message: str
+    details: NotRequired[dict[str, GateDetail]]
     rule: NotRequired[str]
 
 
@@ -141,7 +145,9 @@ class Rejected:
         return cls(lane.lane_id, lane.provider, first.code, first.message, first.details, codes, proof)
 
     def to_error(self) -> LaneRejection:
-        entry: LaneRejection = {"lane_id": self.lane_id, "code": self.code}
+        entry: LaneRejection = {"lane_id": self.lane_id, "code": self.code, "message": self.message}
+        if self.details:
+            entry["details"] = dict(self.details)
         rule = self.details.get("rule") if self.code == POLICY_GATE else None
         if rule:
             entry["rule"] = str(rule)
