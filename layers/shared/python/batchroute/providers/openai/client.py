@@ -187,7 +187,7 @@ class OpenAIBatch(_RoutedAdapter):
         return next((str(batch["id"]) for batch in found), None)
 
     def _keyed_batches(
-        self, key: str | None, noted: int | None, *, refused: frozenset[str] = frozenset()
+        self, key: str | None, noted: int | None, *, refused: frozenset[str]
     ) -> Iterator[dict[str, Any]]:
         """The batches submission `key` made, but those in a `refused` state (a submit's
         look-up: `_OF_NO_USE`, a cancelled or failed one is of no use, a new one is made),

@@ -219,7 +219,7 @@ class AutoTopupService:
             return None  # another mover started one (or changed the settings) meanwhile
         logger.info("auto top-up started", extra={"org_id": org_id, "attempt_id": attempt.attempt_id})
         if self.charge_inline:
-            self.charge(attempt)
+            self.charge(attempt)  # started just now from settings that are on
         return attempt
 
     def _settled_slot(self, settings: AutoTopup) -> AutoTopup:
@@ -238,21 +238,19 @@ class AutoTopupService:
     def charge(self, attempt: TopupAttempt) -> Charge | None:
         """Charge a pending attempt off-session. A decline settles it as failed now (the
         processor's webhook would say the same); a success waits for the webhook's credit. A
-        processor outage leaves it pending for the sweeper (TransientError is logged). One
-        never sent to the processor whose org switched auto top-up off since it started (the
-        user, or a refund or dispute of its payments) is withdrawn (`withdraw`): the card is
-        charged only while it is on."""
+        processor outage leaves it pending for the sweeper (TransientError is logged). The
+        caller has ruled out a switch-off: the sweep withdraws an attempt never sent whose org
+        switched auto top-up off (`_switched_off`, `withdraw`); an inline charge follows its
+        start from settings that are on."""
+        at = self.clock.now()
+        # from here on a charge may reach the processor with its answer lost: the attempt is
+        # then charged again under its key (the same PaymentIntent), never withdrawn
+        if attempt.charge_tried_at is None and not self.store.charge_tried(
+            attempt.org_id, attempt.attempt_id, at=isoformat(at)
+        ):
+            return None  # settled or withdrawn meanwhile: not charged
         customer = self.store.customer_id(attempt.org_id)
         card = self.store.payment_method(attempt.org_id)
-        at = self.clock.now()
-        if attempt.charge_tried_at is None:
-            if self._switched_off(attempt):
-                self.withdraw(attempt, at=at)
-                return None
-            # from here on a charge may reach the processor with its answer lost: the attempt
-            # is then charged again under its key (the same PaymentIntent), never withdrawn
-            if not self.store.charge_tried(attempt.org_id, attempt.attempt_id, at=isoformat(at)):
-                return None  # settled or withdrawn meanwhile: not charged
         if customer is None or card is None:
             self._failed(attempt, "payment_method_missing", "No saved card to charge.", at=at)
             return None
@@ -310,7 +308,7 @@ class AutoTopupService:
             if self.withdraw(attempt, at=now):
                 report.withdrawn.append(attempt.attempt_id)
         elif attempt.processor_ref is None:
-            self.charge(attempt)
+            self.charge(attempt)  # (switched off: withdrawn above)
             report.charged.append(attempt.attempt_id)
         elif attempt.updated_at <= isoformat(now - self.stuck_after):
             settled = self._recover(attempt, attempt.processor_ref, now=now)
