@@ -113,6 +113,34 @@ def test_a_prior_refusal_is_taken_as_the_assistants_turn(client: TestClient, org
     assert named.value.body["message"] == "An assistant message does not take 'name'."
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("store", "yes"), ("metadata", 5), ("metadata", {"a": {"b": 1}}), ("user", 123)],
+)
+def test_what_is_accepted_and_not_sent_takes_only_a_value_openai_would_take(
+    client: TestClient, org: TestOrg, key: str, value: object
+) -> None:
+    # Given a value OpenAI's CreateChatCompletionRequest refuses for a field the service accepts
+    # and does not send on (was accepted whatever its type)
+    with pytest.raises(openai.BadRequestError) as raised:
+        chat_sdk(client, org).chat.completions.create(
+            model=LLAMA, messages=[{"role": "user", "content": "Hi"}], max_tokens=8, extra_body={key: value}
+        )
+    # Then it is refused, naming the field
+    assert isinstance(raised.value.body, dict)
+    assert raised.value.body["details"] == {"field": key}
+    # While the values OpenAI takes are answered
+    answer = chat_sdk(client, org).chat.completions.create(
+        model=LLAMA,
+        messages=[{"role": "user", "content": "Hi"}],
+        max_tokens=8,
+        store=True,
+        metadata={"ticket": "42"},
+        user="u-1",
+    )
+    assert answer.choices[0].message.content
+
+
 def test_a_stream_whose_provider_fails_midway_ends_in_an_error_the_sdk_raises(
     client: TestClient, org: TestOrg, calls: dict[str, int]
 ) -> None:

@@ -622,6 +622,10 @@ _CHAT_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "max_completion_tokens": _scalars,
     "max_tokens": _scalars,
     "model": _scalars,
+    "user": _scalars,
+    "store": _scalars,
+    "metadata": _scalars
+    | st.dictionaries(st.text(max_size=66), _scalars | st.text(min_size=511, max_size=513), max_size=17),
     "n": _scalars,
     "stream": _scalars,
     "parallel_tool_calls": _scalars,

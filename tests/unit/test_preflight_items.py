@@ -189,6 +189,8 @@ WEATHER_CHAT = {"type": "function", "function": {"name": "get_weather", "paramet
         chat_input(tools=[WEATHER_CHAT], tool_choice="required"),
         chat_input(tools=[{"type": "web_search_preview"}], tool_choice={"type": "web_search_preview"}),
         chat_input(user="u-1", n=1, stream=False, store=False, metadata={"k": "v"}, model="x"),
+        chat_input(store=None, metadata=None),
+        chat_input(store=True, metadata={f"k{i}": "v" * 512 for i in range(16)}),
         # OpenAI's defaults, as clients send them unasked
         chat_input(logprobs=False, presence_penalty=0, frequency_penalty=0.0),
         {
@@ -393,6 +395,16 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
         (chat_input(n=True), ("unsupported_parameter", "input.n")),  # true == 1 in Python only
         (chat_input(stream=0), ("unsupported_parameter", "input.stream")),
         (chat_input(max_output_tokens=5, max_tokens="many"), ("invalid_field", "input.max_tokens")),
+        # accepted and not sent, but only with a value of OpenAI's type (was any value)
+        (chat_input(store="yes"), ("invalid_field", "input.store")),
+        (chat_input(user=123), ("invalid_field", "input.user")),
+        (chat_input(model=["gpt-4o-mini"]), ("invalid_field", "input.model")),
+        (chat_input(metadata=5), ("invalid_field", "input.metadata")),
+        (chat_input(metadata={"a": {"b": 1}}), ("invalid_field", "input.metadata")),
+        (chat_input(metadata={"n": 1}), ("invalid_field", "input.metadata")),
+        (chat_input(metadata={"k" * 65: "v"}), ("invalid_field", "input.metadata")),
+        (chat_input(metadata={"k": "v" * 513}), ("invalid_field", "input.metadata")),
+        (chat_input(metadata={f"k{i}": "v" for i in range(17)}), ("invalid_field", "input.metadata")),
     ],
 )
 def test_what_some_vendor_would_refuse_or_lose_is_refused_at_preflight(

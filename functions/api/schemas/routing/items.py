@@ -27,6 +27,9 @@ from batchroute.domain.routing.items import (
     MAX_MODEL_ID,
     MAX_OUTPUT_REQUEST,
     MAX_STOP_SEQUENCES,
+    METADATA_MAX_KEY,
+    METADATA_MAX_PAIRS,
+    METADATA_MAX_VALUE,
     PRESET_VERSION_PATTERN,
     hosted_tool_types,
 )
@@ -308,10 +311,19 @@ _INERT = "Accepted and not sent: it changes nothing"
 class InertKeys(BaseModel):
     """What an input may carry that changes nothing, so is accepted and not sent."""
 
-    model: Any = Field(default=None, description=_INERT)
-    user: Any = Field(default=None, description=_INERT)
-    metadata: Any = Field(default=None, description=_INERT)
-    store: Any = Field(default=None, description=_INERT)
+    model: str | None = Field(default=None, description=_INERT)
+    user: str | None = Field(default=None, description=_INERT)
+    metadata: (
+        Annotated[
+            dict[
+                Annotated[str, Field(max_length=METADATA_MAX_KEY)],
+                Annotated[str, Field(max_length=METADATA_MAX_VALUE)],
+            ],
+            Field(max_length=METADATA_MAX_PAIRS),
+        ]
+        | None
+    ) = Field(default=None, description=_INERT)
+    store: bool | None = Field(default=None, description=_INERT)
     n: Literal[1] = Field(default=1, description=_INERT)
     stream: Literal[False] = Field(default=False, description=_INERT)
     parallel_tool_calls: Literal[True] = Field(default=True, description=_INERT)

@@ -91,11 +91,37 @@ _CHAT_KEYS: Final = frozenset(
     }
 )
 _EMBEDDING_KEYS: Final = frozenset({"input", "text", "dimensions", "encoding_format"})
-_INERT_KEYS: Final[dict[str, int | bool | None]] = {
-    "model": None,
-    "user": None,
-    "metadata": None,
-    "store": None,
+
+
+# OpenAI's `Metadata`: at most 16 pairs, keys of at most 64 characters, string values of at most 512.
+METADATA_MAX_PAIRS: Final = 16
+METADATA_MAX_KEY: Final = 64
+METADATA_MAX_VALUE: Final = 512
+
+
+def _openai_metadata(value: object) -> bool:
+    return value is None or (
+        isinstance(value, dict)
+        and len(value) <= METADATA_MAX_PAIRS
+        and all(isinstance(k, str) and len(k) <= METADATA_MAX_KEY for k in value)
+        and all(isinstance(v, str) and len(v) <= METADATA_MAX_VALUE for v in value.values())
+    )
+
+
+# Accepted and not sent, with any value of the type OpenAI's CreateChatCompletionRequest gives
+# them; a value OpenAI would refuse is refused here too: key -> (the test, what it must be).
+_IGNORED_KEYS: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
+    "model": (lambda value: value is None or isinstance(value, str), "a string"),
+    "user": (lambda value: value is None or isinstance(value, str), "a string"),
+    "store": (lambda value: value is None or isinstance(value, bool), "true, false or null"),
+    "metadata": (
+        _openai_metadata,
+        "null or an object of at most 16 string values (keys of at most 64 characters, "
+        "values of at most 512)",
+    ),
+}
+# Accepted and not sent with this one value only.
+_INERT_KEYS: Final[dict[str, int | bool]] = {
     "n": 1,
     "stream": False,
     "parallel_tool_calls": True,
@@ -484,11 +510,14 @@ def _check_extra_keys(payload: dict[str, object], known: frozenset[str], problem
     """Keys outside `known`: an inert one with an inert value is accepted (and not sent);
     any other is refused, so nothing an item says is dropped silently."""
     for key in sorted(payload.keys() - known):
+        if key in _IGNORED_KEYS:
+            test, shape = _IGNORED_KEYS[key]
+            if not test(payload[key]):
+                problems.append(_shape("invalid_field", f"input.{key}", f"input.{key} must be {shape}."))
+            continue
         if key in _INERT_KEYS:
             required, value = _INERT_KEYS[key], payload[key]
-            if required is None or (
-                value == required and isinstance(value, bool) == isinstance(required, bool)
-            ):
+            if value == required and isinstance(value, bool) == isinstance(required, bool):
                 continue  # `n: true` is not `n: 1`, nor `stream: 0` false
             problems.append(
                 _unsupported(f"input.{key}", f"input.{key} may only be {_json_word(required)} here.")
