@@ -42,8 +42,8 @@ assistant turn continues it: the text alone, no second search.
 
 A `tool_choice` that forces a call to a function the body declares (a custom tool: no
 `type`, or `custom`), `{type: any}` (its first function) or `{type: tool, name}`, is answered
-as the API answers it (`forced_call`): one `tool_use` block `{id: "toolu_...", name, input:
-{}}` and no text, `stop_reason` `tool_use`, usage as for text; streamed, a
+as the API answers it (`forced_call`): one `tool_use` block `{id: "toolu_...", name, input}`
+(input valid under its `input_schema`) and no text, `stop_reason` `tool_use`, usage as for text; streamed, a
 content_block_start with the block (input `{}`), a ping, one content_block_delta
 `input_json_delta` (`partial_json` the input's JSON), content_block_stop, message_delta with
 `stop_reason` `tool_use`. No server tool runs then. `auto`, `none` or no tool_choice: text.
@@ -98,6 +98,7 @@ from batchroute_tools.emulators.behaviour import (
     Behaviour,
     Fault,
     Work,
+    call_arguments,
     stop_sequences,
 )
 from batchroute_tools.emulators.cache import Breakpoint, PromptCache, anthropic_minimum, digest
@@ -710,15 +711,17 @@ def pauses(work: Work, tools: tuple[str, ...]) -> bool:
 def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:
     """The `tool_use` block of the function call a Messages body forces: `tool_choice`
     `{type: any}` calls its first function (a custom tool: no `type`, or `custom`; server
-    tools run at the vendor), `{type: tool, name}` that function, with input `{}`; None
-    otherwise (`auto`, `none`, no tool_choice, or a server tool named: text, as before)."""
+    tools run at the vendor), `{type: tool, name}` that function, with input valid under its
+    `input_schema`; None otherwise (`auto`, `none`, no tool_choice, or a server tool named:
+    text, as before)."""
     choice = body.get("tool_choice")
     kind = choice.get("type") if isinstance(choice, Mapping) else None
-    names = [
-        str(t.get("name"))
+    schemas = {
+        str(t.get("name")): t.get("input_schema")
         for t in body.get("tools") or []
         if isinstance(t, Mapping) and t.get("type", "custom") in ("custom", None)
-    ]
+    }
+    names = list(schemas)
     name: str | None = None
     if kind == "any" and names:
         name = names[0]
@@ -726,7 +729,12 @@ def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | Non
         name = str(choice.get("name"))
     if name is None:
         return None
-    return {"type": "tool_use", "id": f"toolu_{answer.ident[:24]}", "name": name, "input": {}}
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{answer.ident[:24]}",
+        "name": name,
+        "input": call_arguments(schemas[name]),
+    }
 
 
 def server_tool_blocks(work: Work, answer: Answer, tools: tuple[str, ...]) -> list[dict[str, Any]]:

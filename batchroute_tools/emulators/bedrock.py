@@ -44,13 +44,14 @@ InternalServerException; rate_limited -> 429 ThrottlingException; overloaded -> 
 ServiceUnavailableException; down -> the connection dropped; reset -> the event stream reset
 after its first delta; timeout -> no first byte.
 
-A Converse / ConverseStream body that forces a tool call (`toolConfig.toolChoice` `{any: {}}`:
-its first tool; `{tool: {name}}`: that one, if declared) is answered with that call
-(`forced_call`), as botocore's service model has it: `output.message.content`
-`[{toolUse: {toolUseId: "tooluse_...", name, input: {}}}]`, `stopReason` `tool_use`, usage
-as for text; streamed, messageStart, contentBlockStart `{start: {toolUse: {toolUseId,
-name}}}`, one contentBlockDelta `{delta: {toolUse: {input: "{}"}}}` (the input's JSON),
-contentBlockStop, messageStop `tool_use`, metadata. `{auto: {}}` or no toolChoice: text.
+A Converse / ConverseStream body that forces a tool call (`toolConfig.toolChoice` `{any:
+{}}`: its first tool; `{tool: {name}}`: that one, if declared) is answered with that call
+(`forced_call`), as botocore's service model has it: `output.message.content` `[{toolUse:
+{toolUseId: "tooluse_...", name, input}}]` (input valid under its `inputSchema`),
+`stopReason` `tool_use`, usage as for text; streamed, messageStart, contentBlockStart
+`{start: {toolUse: {toolUseId, name}}}`, one contentBlockDelta `{delta: {toolUse: {input}}}`
+(the input's JSON), contentBlockStop, messageStop `tool_use`, metadata. `{auto: {}}` or no
+toolChoice: text.
 
 Batch jobs read their JSONL input from S3 and write `<output>/<job id>/<input name>.out` and
 `manifest.json.out` through the injected S3 client (moto in tests and local mode). A job is
@@ -91,7 +92,15 @@ from urllib.parse import unquote
 
 from batchroute_tools.contracts.anthropic import CACHE_TTLS, MAX_CACHE_BREAKPOINTS
 from batchroute_tools.contracts.bedrock import model_family, request_violations
-from batchroute_tools.emulators.behaviour import DOWN_MARK, Answer, Behaviour, Fault, Work, stop_sequences
+from batchroute_tools.emulators.behaviour import (
+    DOWN_MARK,
+    Answer,
+    Behaviour,
+    Fault,
+    Work,
+    call_arguments,
+    stop_sequences,
+)
 from batchroute_tools.emulators.cache import Breakpoint, PromptCache, anthropic_minimum, digest
 from batchroute_tools.emulators.server import Reply, Request, Vendor
 
@@ -817,17 +826,19 @@ def _listed(job: _Job, query: Mapping[str, Any]) -> bool:
 
 def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:
     """The `toolUse` of the call a Converse body forces: `toolConfig.toolChoice` `{any: {}}`
-    calls its first tool, `{tool: {name}}` that tool (if declared), with input `{}`; None
+    calls its first tool, `{tool: {name}}` that tool (if declared), with input valid under its
+    `inputSchema`; None
     otherwise (`{auto: {}}` or no toolChoice: text)."""
     config = body.get("toolConfig")
     if not isinstance(config, Mapping):
         return None
     choice = config.get("toolChoice")
-    names = [
-        str(spec.get("name"))
+    schemas = {
+        str(spec.get("name")): (spec.get("inputSchema") or {}).get("json")
         for tool in config.get("tools") or []
         if isinstance(tool, Mapping) and isinstance(spec := tool.get("toolSpec"), Mapping)
-    ]
+    }
+    names = list(schemas)
     name: str | None = None
     if isinstance(choice, Mapping) and "any" in choice and names:
         name = names[0]
@@ -835,7 +846,7 @@ def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | Non
         name = str(chosen.get("name")) if chosen.get("name") in names else None
     if name is None:
         return None
-    return {"toolUseId": f"tooluse_{answer.ident[:22]}", "name": name, "input": {}}
+    return {"toolUseId": f"tooluse_{answer.ident[:22]}", "name": name, "input": call_arguments(schemas[name])}
 
 
 def _part(block: Mapping[str, Any]) -> dict[str, Any]:

@@ -386,6 +386,13 @@ def prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
     return tokens.prompt_tokens(text_bytes=tokens.value_bytes(text), messages=len(listed), images=images)
 
 
+def call_arguments(schema: object) -> dict[str, Any]:
+    """What a model calls a function with: an object valid under the function's parameters
+    schema (a strict function's arguments always are), `{}` when it declares none."""
+    value = schema_example(schema) if isinstance(schema, Mapping) else None
+    return value if isinstance(value, dict) else {}
+
+
 def schema_example(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
     """A deterministic JSON value valid under `schema` (the subset structured outputs use:
     types, properties, items, enum, const, anyOf / oneOf, local `$ref`s, minimum, minLength,

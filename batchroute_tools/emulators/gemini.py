@@ -35,18 +35,18 @@ Google's 400 INVALID_ARGUMENT, every violation in the message and as a google.rp
 Google's proto JSON leaves out (a candidate's `index` 0, zero batch counts, `done` before the
 batch is done).
 
-Built-in tools run deterministically: a request declaring `googleSearch` is answered grounded
-(the candidate's `groundingMetadata`: the search query, one web source, its support of the
-text), one declaring `codeExecution` with an `executableCode` part and its
+Built-in tools run deterministically: a request declaring `googleSearch` is answered
+grounded (the candidate's `groundingMetadata`: the search query, one web source, its support
+of the text), one declaring `codeExecution` with an `executableCode` part and its
 `codeExecutionResult` before the text (in a stream: the code in the first chunk, the
 grounding with the finish reason in the last). A request that forces a function call
 (`toolConfig.functionCallingConfig.mode` `ANY`: the first of its `allowedFunctionNames` it
 declares, or its first declared function) is answered with that call (`forced_call`), as
-Gemini answers: the candidate's one part `{functionCall: {name, args: {}}}` (no `id`: the
-Gemini API leaves it out), finishReason STOP, usage as for text; streamed, one chunk
-holding it all. `AUTO`, `NONE`, `VALIDATED` or no toolConfig: text. A batch cancel ends the batch
-BATCH_STATE_CANCELLED at once: Gemini's batch states have no cancelling one (the SDK's
-JOB_STATE_CANCELLING is Vertex AI's).
+Gemini answers: the candidate's one part `{functionCall: {name, args}}` (args valid under
+its parameters; no `id`: the Gemini API leaves it out), finishReason STOP, usage as for
+text; streamed, one chunk holding it all. `AUTO`, `NONE`, `VALIDATED` or no toolConfig:
+text. A batch cancel ends the batch BATCH_STATE_CANCELLED at once: Gemini's batch states
+have no cancelling one (the SDK's JOB_STATE_CANCELLING is Vertex AI's).
 
 Implicit caching (cache.py): a prompt prefix seen within the cache lifetime is reported in
 `usageMetadata.cachedContentTokenCount` (Gemini 2.5 and newer).
@@ -97,6 +97,7 @@ from batchroute_tools.emulators.behaviour import (
     Behaviour,
     Fault,
     Work,
+    call_arguments,
     stop_sequences,
 )
 from batchroute_tools.emulators.cache import PromptCache, gemini_rule
@@ -620,18 +621,19 @@ class GeminiEmulator:
 def forced_call(body: Mapping[str, Any]) -> dict[str, Any] | None:
     """The `functionCall` part of the call a generateContent body forces
     (`toolConfig.functionCallingConfig.mode` ANY): the first of its `allowedFunctionNames`
-    that it declares, else its first declared function, with args `{}`; None otherwise."""
+    that it declares, else its first declared function, with args valid under its parameters;
+    None otherwise."""
     config = _mapping(_mapping(body.get("toolConfig")).get("functionCallingConfig"))
     if config.get("mode") != "ANY":
         return None
-    declared = [
-        str(_mapping(d).get("name"))
+    schemas = {
+        str(_mapping(d).get("name")): _mapping(d).get("parameters") or _mapping(d).get("parametersJsonSchema")
         for t in body.get("tools") or []
         for d in _mapping(t).get("functionDeclarations") or []
-    ]
-    allowed = [n for n in config.get("allowedFunctionNames") or [] if n in declared]
-    names = allowed or declared
-    return {"functionCall": {"name": names[0], "args": {}}} if names else None
+    }
+    allowed = [n for n in config.get("allowedFunctionNames") or [] if n in schemas]
+    names = allowed or list(schemas)
+    return {"functionCall": {"name": names[0], "args": call_arguments(schemas[names[0]])}} if names else None
 
 
 def _message_content(parts: object) -> str | list[dict[str, Any]]:

@@ -6,9 +6,9 @@ Routes (under the vendor's prefix, e.g. `/openai`, `/hosts/groq`):
   would contain, as OpenAI does: behaviour.py `cut_at_stop`), or with `stream: true` server-sent
   `chat.completion.chunk` events, the usage chunk when `stream_options.include_usage`, then
   `data: [DONE]`; a body whose `tool_choice` forces a function call (`required`, or a named
-  function) gets that call (`forced_call`: arguments `{}`, `content` null, finish_reason
-  `tool_calls`), streamed as OpenAI streams one (`delta.tool_calls`: id, type and name in the
-  first chunk, then the arguments);
+  function) gets that call (`forced_call`: arguments valid under its `parameters`, `content`
+  null, finish_reason `tool_calls`), streamed as OpenAI streams one (`delta.tool_calls`: id,
+  type and name in the first chunk, then the arguments);
 - (OpenAI itself; a compatible host's instance has `responses_api=False`) `POST /v1/responses`: a `response`
   (openai_responses.py), or with `stream: true` its server-sent events;
 - `POST /v1/embeddings`: a `list` of `embedding` objects;
@@ -89,6 +89,7 @@ from batchroute_tools.emulators.behaviour import (
     Behaviour,
     Fault,
     Work,
+    call_arguments,
     prompt_tokens,
     stop_sequences,
 )
@@ -168,13 +169,15 @@ INVALID: Final = "invalid_request_error"
 
 def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:
     """The function call a chat body forces (`tool_choice` `required`: its first function;
-    or a named function it declares), as the model makes it: arguments `{}`; None otherwise
-    (`auto` and no tool_choice are answered with text, as a model may)."""
-    names = [
-        str((tool.get("function") or {}).get("name"))
+    or a named function it declares), as the model makes it: arguments valid under the
+    function's parameters (`call_arguments`); None otherwise (`auto` and no tool_choice are
+    answered with text, as a model may)."""
+    schemas = {
+        str((tool.get("function") or {}).get("name")): (tool.get("function") or {}).get("parameters")
         for tool in body.get("tools") or []
         if isinstance(tool, Mapping) and tool.get("type") == "function"
-    ]
+    }
+    names = list(schemas)
     choice = body.get("tool_choice")
     if not names or choice is None or choice in ("auto", "none"):
         return None
@@ -187,7 +190,7 @@ def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | Non
     return {
         "id": f"call_{answer.ident[:24]}",
         "type": "function",
-        "function": {"name": name, "arguments": "{}"},
+        "function": {"name": name, "arguments": json.dumps(call_arguments(schemas[name]))},
     }
 
 

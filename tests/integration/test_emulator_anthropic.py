@@ -851,10 +851,11 @@ def test_sdk_parses_a_forced_tool_call(sdk: anthropic.Anthropic, wire: httpx.Cli
     time_tool: Any = {**WEATHER, "name": "get_time"}
     tools: Any = [WEATHER, time_tool]
     body = {"model": MODEL, "max_tokens": 100, "messages": user("Weather?"), "tools": tools}
-    # When it is answered whole, Then it is one tool_use block and stop_reason tool_use
+    # When it is answered whole, Then it is one tool_use block and stop_reason tool_use, its input
+    # valid under the tool's input_schema (as a model fills it in; it was always `{}`)
     message = strict(Message, wire.post("/v1/messages", json={**body, "tool_choice": {"type": "any"}}).json())
     [block] = message.content
-    assert block.type == "tool_use" and block.name == "get_weather" and block.input == {}
+    assert block.type == "tool_use" and block.name == "get_weather" and block.input == {"city": "simulated"}
     assert block.id.startswith("toolu_") and message.stop_reason == "tool_use"
     assert message.usage.output_tokens > 0  # usage as for text
     named = sdk.messages.create(
@@ -876,7 +877,8 @@ def test_sdk_parses_a_forced_tool_call(sdk: anthropic.Anthropic, wire: httpx.Cli
                 if event.event == "content_block_start":
                     assert data.content_block.type == "tool_use" and data.content_block.input == {}
                 if event.event == "content_block_delta":
-                    assert data.delta.type == "input_json_delta" and data.delta.partial_json == "{}"
+                    assert data.delta.type == "input_json_delta"
+                    assert json.loads(data.delta.partial_json) == {"city": "simulated"}
                 if event.event == "message_delta":
                     assert data.delta.stop_reason == "tool_use"
     assert names == [

@@ -979,7 +979,8 @@ def test_botocore_reads_a_forced_tool_call(
     # When botocore sends it, Then the answer is one toolUse block and stopReason tool_use
     forced = runtime.converse(modelId=CLAUDE, messages=messages, toolConfig=tool_config({"any": {}}))
     [block] = forced["output"]["message"]["content"]
-    assert block["toolUse"]["name"] == "get_time" and block["toolUse"]["input"] == {}
+    # its input valid under the tool's inputSchema, as a model fills it in (it was always `{}`)
+    assert block["toolUse"]["name"] == "get_time" and block["toolUse"]["input"] == {"city": "simulated"}
     assert block["toolUse"]["toolUseId"].startswith("tooluse_") and forced["stopReason"] == "tool_use"
     assert forced["usage"]["outputTokens"] > 0  # usage as for text
     named = tool_config({"tool": {"name": "get_weather"}})
@@ -1000,7 +1001,7 @@ def test_botocore_reads_a_forced_tool_call(
         "toolUseId": chosen["output"]["message"]["content"][0]["toolUse"]["toolUseId"],
         "name": "get_weather",
     }
-    assert events[2]["contentBlockDelta"]["delta"] == {"toolUse": {"input": "{}"}}
+    assert events[2]["contentBlockDelta"]["delta"] == {"toolUse": {"input": '{"city": "simulated"}'}}
     assert events[4]["messageStop"]["stopReason"] == "tool_use"
     assert events[5]["metadata"]["usage"] == chosen["usage"]
     # And every frame fits its event's shape in the service model

@@ -31,7 +31,7 @@ from openai.types.responses.response_create_params import (
     ResponseCreateParamsNonStreaming,
     ResponseCreateParamsStreaming,
 )
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from batchroute.catalog import builtin_catalog
 from batchroute.config import Settings
@@ -544,6 +544,28 @@ def test_a_forced_function_call_parses_as_the_sdk_types(sdk: openai.OpenAI) -> N
     assert (call.function.name, call.function.arguments) == ("get_weather", "{}")
     auto = sdk.chat.completions.create(model=MODEL, messages=messages, tools=[WEATHER_TOOL])
     assert auto.choices[0].message.content and not auto.choices[0].message.tool_calls  # auto: text
+
+
+class GetCity(BaseModel):
+    city: str
+    days: int
+
+
+def test_a_forced_strict_call_has_arguments_the_sdk_parses_into_the_tool(sdk: openai.OpenAI) -> None:
+    # Given a strict function (Structured Outputs: its arguments always fit its schema), forced
+    messages: Any = [{"role": "user", "content": "Which city?"}]
+    tools = [openai.pydantic_function_tool(GetCity)]
+    # When the SDK's parse() and stream() helpers read the call (they validate the arguments
+    # against the tool's model: `{}` failed them with a ValidationError)
+    parsed = sdk.chat.completions.parse(model=MODEL, messages=messages, tools=tools, tool_choice="required")
+    [call] = parsed.choices[0].message.tool_calls or []
+    # Then the arguments are the tool's
+    assert call.function.parsed_arguments == GetCity(city="simulated", days=0)
+    with sdk.chat.completions.stream(
+        model=MODEL, messages=messages, tools=tools, tool_choice="required"
+    ) as stream:
+        [streamed] = stream.get_final_completion().choices[0].message.tool_calls or []
+    assert streamed.function.parsed_arguments == GetCity(city="simulated", days=0)
 
 
 def test_hosted_tools_run_on_the_responses_api_and_are_counted(server: EmulatorServer) -> None:
