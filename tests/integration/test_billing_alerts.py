@@ -192,12 +192,15 @@ def test_balance_below_fires_once_per_month_by_default(watch: BillingWatch, org:
     assert event["details"]["threshold"] == {"type": "balance_below", "value": "50.00"}
     assert event["details"]["observed"] == "40.00" and event["details"]["period"] == "monthly"
     assert event["details"]["period_key"] == "M#2026-11"
+    # And it says the period's spend (no rule reads it: it was "0.00")
+    assert event["details"]["spent"] == "60.00"
     # And in December, still below, the next movement fires it again
     december = datetime(2026, 12, 1, 0, 1, tzinfo=UTC)
     spend(org.org_id, "1", december)
     watch.moved(org.org_id, at=december)
     assert [e["details"]["period_key"] for e in events(org.org_id)] == ["M#2026-11", "M#2026-12"]
     assert events(org.org_id)[1]["details"]["observed"] == "29.00"
+    assert events(org.org_id)[1]["details"]["spent"] == "1.00"
 
 
 def test_pct_of_limit_fires_at_the_percent_once_per_period(watch: BillingWatch, org: TestOrg) -> None:

@@ -181,7 +181,8 @@ def active_limit(controls: BillingControls) -> Money | None:
 
 
 def needs_spend(controls: BillingControls) -> bool:
-    """Whether any rule reads the period's spend (else the watch skips that read)."""
+    """Whether any rule reads the period's spend (else the watch reads it only for the event
+    of an alert that holds)."""
     if active_limit(controls) is not None:
         return True
     return any(t.type in ("spend_above", "pct_of_limit") for t in controls.alert_thresholds)

@@ -105,8 +105,14 @@ class BillingWatch:
             return  # never saved: no limit, no thresholds, no low-balance level
         if needs_spend(controls) or controls.alert_thresholds:
             period = alert_period(controls, at)
-            spent = self.ledger.period_spend(org_id, period.key) if needs_spend(controls) else Money.zero()
-            for alert in due_alerts(controls, wallet=wallet, spent=spent, period=period):
+            reads_spend = needs_spend(controls)
+            spent = self.ledger.period_spend(org_id, period.key) if reads_spend else Money.zero()
+            alerts = due_alerts(controls, wallet=wallet, spent=spent, period=period)
+            if alerts and not reads_spend:
+                # a balance_below alert holds, and its event says the period's spend: read it now
+                spent = self.ledger.period_spend(org_id, period.key)
+                alerts = due_alerts(controls, wallet=wallet, spent=spent, period=period)
+            for alert in alerts:
                 self.notify(org_id, alert, at=at, controls=controls)
         self._low_balance(org_id, wallet, controls, at)
 
