@@ -4,6 +4,7 @@ fees and workflow products, against an in-memory live state and a fixed clock.""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 
@@ -163,6 +164,21 @@ def test_no_match_makes_no_live_read() -> None:
 
 
 # -- model view ----------------------------------------------------------------------------
+def test_a_lanes_prompt_cache_prices_are_shown_as_they_are_charged() -> None:
+    # Given Claude Sonnet 4 on Anthropic, whose cache reads cost a tenth of input and writes more
+    [lane] = service(FakeLive(all_fresh())).model("claude-sonnet-4")["model"]["providers"]
+    [price] = [lane.price for lane in CATALOG.lanes_for("claude-sonnet-4") if lane.provider == "anthropic"]
+    # Then the model view shows both, direct and batch (it showed input and output only, while
+    # receipts and the direct hold use them: docs/chat.md, "Hold and charge")
+    assert {key: lane["pricing"][key] for key in ("input", "cached_input", "cache_write_input")} == {
+        "input": "3.00",
+        "cached_input": "0.30",
+        "cache_write_input": "3.75",
+    }
+    assert Decimal(lane["pricing"]["batch_cache_write_input"]) == price.batch.cache_write_input_per_mtok
+    assert Decimal(lane["pricing"]["batch_cached_input"]) == price.batch.cached_input_per_mtok
+
+
 def test_model_view_has_per_provider_prices_capacity_and_eligibility() -> None:
     # Given Groq stale (last heartbeat 10 minutes ago) and DeepInfra out of capacity
     states = all_fresh(**{f"deepinfra/{LLAMA_70B}": 0})
@@ -181,6 +197,11 @@ def test_model_view_has_per_provider_prices_capacity_and_eligibility() -> None:
         "output": "0.88",
         "batch_input": "0.44",
         "batch_output": "0.44",
+        # no published cache prices: cached input is charged at the input price
+        "cached_input": "0.88",
+        "cache_write_input": "0.88",
+        "batch_cached_input": "0.44",
+        "batch_cache_write_input": "0.44",
     }
     assert (lanes["groq"]["pricing"]["batch_input"], lanes["groq"]["pricing"]["batch_output"]) == (
         "0.59",

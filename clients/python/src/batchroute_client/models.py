@@ -920,6 +920,11 @@ class LanePricing(Model):
     output: str
     batch_input: str
     batch_output: str
+    # prompt-cache reads and writes (a service before them sends none)
+    cached_input: str | None = None
+    cache_write_input: str | None = None
+    batch_cached_input: str | None = None
+    batch_cache_write_input: str | None = None
 
 
 @dataclass(frozen=True)

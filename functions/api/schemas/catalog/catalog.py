@@ -18,6 +18,11 @@ class LanePricingOut(BaseModel):
     output: str
     batch_input: str
     batch_output: str
+    # input read from / written to the vendor's prompt cache (the input price where it publishes none)
+    cached_input: str
+    cache_write_input: str
+    batch_cached_input: str
+    batch_cache_write_input: str
 
 
 class LaneCapacityOut(BaseModel):

@@ -52,6 +52,10 @@ class PricingView(TypedDict):
     output: str
     batch_input: str
     batch_output: str
+    cached_input: str
+    cache_write_input: str
+    batch_cached_input: str
+    batch_cache_write_input: str
 
 
 class LaneCapacityView(TypedDict):
@@ -370,6 +374,12 @@ class CatalogService:
                 "output": _decimal(lane.price.output_per_mtok),
                 "batch_input": _decimal(lane.price.batch_input_per_mtok),
                 "batch_output": _decimal(lane.price.batch_output_per_mtok),
+                # what input read from / written to the vendor's prompt cache is charged at
+                # (the input price where the vendor publishes none)
+                "cached_input": _decimal(lane.price.direct.cached_input_per_mtok),
+                "cache_write_input": _decimal(lane.price.direct.cache_write_input_per_mtok),
+                "batch_cached_input": _decimal(lane.price.batch.cached_input_per_mtok),
+                "batch_cache_write_input": _decimal(lane.price.batch.cache_write_input_per_mtok),
             },
             "context_window": lane.context_window,
             "max_output_tokens": lane.max_output_tokens,
