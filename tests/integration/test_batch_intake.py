@@ -21,6 +21,7 @@ from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.money import Money
+from batchroute.services.batches.create import BatchService
 from batchroute.services.batches.files import FileService
 from batchroute.services.workflow.finalize import CURSOR, Finalizer
 from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
@@ -175,12 +176,15 @@ def test_create_from_a_quote_alone_over_a_file_reads_the_quote_once_and_checks_i
 
 
 def test_a_file_that_fails_intake_ends_the_batch_failed_with_the_preflight_and_releases_all(
-    client: TestClient, org: TestOrg, stack: LocalStack
+    client: TestClient, org: TestOrg, stack: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a quote over a good file, and a second file with an unknown model in it
+    # Given a quote over a good file, and a second file with an unknown model in it, which
+    # create takes for the quoted one (as a profile that did not match its file would make it:
+    # create refuses another file by its profile, and Intake is the check behind that)
     good = _upload(client, org, [_item(0), _item(1)])
     bad = _upload(client, org, [_item(0), {**_item(1), "model": "no-such-model"}])
     quote = _quote(client, org, good)
+    monkeypatch.setattr(BatchService, "_check_quoted_file", lambda *_: None)
     # When a batch is created from the quote but over the bad file (create does not read it)
     batch = _create(client, org, {"quote_id": quote["quote_id"], "input_file_id": bad}, "intake-fail-1")
     reserved = Money(_batch(batch["id"]).reserved_micros)
@@ -206,23 +210,49 @@ def test_a_file_that_fails_intake_ends_the_batch_failed_with_the_preflight_and_r
     assert _ledger().state(org.org_id).balance == Money.usd("10")
 
 
-def test_a_file_whose_items_differ_from_the_quoted_ones_fails_intake(
+def test_a_file_whose_items_differ_from_the_quoted_ones_is_refused_before_any_reservation(
     client: TestClient, org: TestOrg, stack: LocalStack
 ) -> None:
-    # Given a quote over one file, and another valid file with different items
+    # Given a quote over one file, another valid file with different items, and one that failed
+    # its check (a line that is not JSON)
     quoted = _upload(client, org, [_item(0), _item(1)])
     other = _upload(client, org, [_item(0), _item(1), _item(2)])
+    broken = client.post(
+        "/v1/files",
+        content=json.dumps(_item(0)).encode() + b"\nnot json\n",
+        headers={**org.key_headers(), "Content-Type": "application/jsonl"},
+    ).json()["file"]["id"]
     quote = _quote(client, org, quoted)
-    # When a batch is created from the quote over the other file and runs
-    batch = _create(client, org, {"quote_id": quote["quote_id"], "input_file_id": other}, "intake-diff-1")
-    result = _run(stack, batch["id"])
-    # Then it fails at intake with quote_mismatch and releases everything
-    assert result["status"] == "FAILED"
-    failed = _batch(batch["id"])
-    assert failed.intake is not None and failed.intake.error.code == "quote_mismatch"
-    assert failed.intake.error.details == {"item_count": 3, "priced_item_count": 2}
-    charged, _ = _assert_reservation_resolved_once(org.org_id, failed)
-    assert charged == Money.zero()
+    inline = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=org.key_headers()).json()
+    # When a batch is created from either quote over another file (was 202 and a reservation,
+    # then a batch failed at intake)
+    for key, (quote_id, file_id) in enumerate(
+        [(quote["quote_id"], other), (quote["quote_id"], broken), (inline["quote_id"], other)]
+    ):
+        answer = client.post(
+            "/v1/batches",
+            json={"quote_id": quote_id, "input_file_id": file_id},
+            headers={**org.key_headers(), "Idempotency-Key": f"intake-diff-{key}"},
+        )
+        # Then it is refused with quote_mismatch, naming both files, and nothing is reserved
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["error"]["code"] == "quote_mismatch"
+        assert answer.json()["error"]["details"]["input_file_id"] == file_id
+    assert _ledger().state(org.org_id).reserved == Money.zero()
+    assert client.get("/v1/batches", headers=org.key_headers()).json()["data"] == []
+
+
+def test_another_file_holding_the_quoted_items_runs_on_the_quote(
+    client: TestClient, org: TestOrg, stack: LocalStack
+) -> None:
+    # Given a quote over inline items, and a file holding the same items
+    items = [_item(0), _item(1)]
+    inline = client.post("/v1/quotes/model", json={"items": items}, headers=org.key_headers()).json()
+    same = _upload(client, org, items)
+    # When a batch is created from the quote over the file, Then it runs at the quoted price
+    batch = _create(client, org, {"quote_id": inline["quote_id"], "input_file_id": same}, "intake-same-1")
+    assert _run(stack, batch["id"])["status"] == "SUCCEEDED"
+    assert _batch(batch["id"]).state == "completed"
 
 
 # -- chunked Finalize ------------------------------------------------------------------------------

@@ -365,7 +365,7 @@ class BatchService:
         count and digest (docs/files.md, Item profile)."""
         options = command.intake_options()
         if snapshot is not None:
-            self.quotes.files.file_ready(principal.org_id, file_id)
+            self._check_quoted_file(principal, file_id, snapshot)
             priced = _Priced.quoted(snapshot)
             options["routing_mode"] = priced.routing_mode
             options["sla_tier"] = priced.sla_tier
@@ -379,6 +379,24 @@ class BatchService:
         intake = BatchIntake(file_id=file_id, digest=digest, item_count=priced.item_count, options=options)
         chunks = -(-priced.item_count // CHUNK_SIZE)
         return replace(priced, intake=intake, chunk_count=chunks)
+
+    def _check_quoted_file(self, principal: Principal, file_id: str, snapshot: QuoteSnapshot) -> None:
+        """409 `quote_mismatch` before anything is reserved when the file is not the quoted one
+        and its item profile does not show the quoted items (another file's, or inline ones),
+        as for inline items that differ: Intake would only find it after the reservation. The
+        quoted file itself is checked ready; Intake checks its items against the quote."""
+        quoted = snapshot.items
+        if quoted.kind == "file" and quoted.file_id == file_id:
+            self.quotes.files.file_ready(principal.org_id, file_id)
+            return
+        profile = self.quotes.files.item_profile(principal.org_id, file_id)
+        if profile is None or profile.digest != quoted.digest:
+            raise Conflict(
+                "The input file's items differ from the quoted ones; quote this file, or create "
+                "the batch from the quote alone.",
+                code="quote_mismatch",
+                details={"input_file_id": file_id, "quoted_input_file_id": quoted.file_id},
+            )
 
     def _price_and_write(
         self,
