@@ -592,6 +592,8 @@ def test_a_route_request_is_read_from_the_api_body() -> None:
         ({"privacy_tier": "secret"}, "privacy_tier"),
         ({"required_tools": ["teleport"]}, "required_tools"),
         ({"regions": "eu"}, "region"),
+        # one would be dropped (regions won: a region the customer asked for was ignored)
+        ({"region": "eu", "regions": ["us"]}, "region"),
         ({"max_price": {"input_per_mtok": -1}}, "max_price.input_per_mtok"),
         ({"max_price": {"input_per_mtok": "lots"}}, "max_price.input_per_mtok"),
         ({"max_price": {"total": 5}}, "max_price"),

@@ -610,11 +610,17 @@ def apply_preset_to_request(body: Mapping[str, Any], preset: PresetVersion) -> d
     `preset`: it is the default of every item that names none."""
     out = dict(body)
     for key in ROUTING_FIELDS:
-        if key in preset.routing and out.get(key) is None and not (key == "region" and out.get("regions")):
+        if key in preset.routing and out.get(key) is None and not _other_region_given(key, out):
             out[key] = preset.routing[key]
     if out.get("required_tools") is None and preset.parameters.get("required_tools"):
         out["required_tools"] = list(preset.parameters["required_tools"])
     return out
+
+
+def _other_region_given(key: str, body: Mapping[str, Any]) -> bool:
+    """`region` and `regions` are one constraint: a body giving either takes neither from a preset."""
+    other = {"region": "regions", "regions": "region"}.get(key)
+    return other is not None and body.get(other) is not None
 
 
 def _has_system(payload: Mapping[str, Any]) -> bool:

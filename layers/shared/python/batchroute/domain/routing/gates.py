@@ -154,6 +154,9 @@ class RouteRequest:
         if not isinstance(tools, list) or not all(isinstance(t, str) and t in HOSTED_TOOLS for t in tools):
             raise _invalid("required_tools", f"required_tools must list tools from {sorted(HOSTED_TOOLS)}.")
         regions = body.get("regions")
+        if regions is not None and body.get("region") is not None:
+            # one would be dropped: a residency constraint is never read as absent
+            raise _invalid("region", "Give region or regions, not both.")
         if regions is None and body.get("region") is not None:
             regions = [body["region"]]
         regions = [] if regions is None else regions
