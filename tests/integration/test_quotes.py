@@ -143,6 +143,23 @@ def test_exactly_one_of_items_or_file(client: TestClient, org: TestOrg) -> None:
     assert neither.status_code == 400
 
 
+def test_a_misspelt_field_is_refused_not_priced_without(client: TestClient, org: TestOrg) -> None:
+    # Given quote bodies with a routing constraint misspelt (was a 200 priced, and locked,
+    # without the constraint, which a batch from the quote alone then ran without)
+    inputs = [{"ticket": {"body": "The printer is on fire."}, "categories": ["hardware", "billing"]}]
+    bodies = {
+        "/v1/quotes/model": {"items": [_item(0)], "privacy_teir": "confidential", "regoin": "eu"},
+        "/v1/quotes/workflow": {"product": "ticket-classification", "inputs": inputs, "privacy_teir": "x"},
+    }
+    for path, body in bodies.items():
+        refused = client.post(path, json=body, headers=org.key_headers())
+        # Then each is refused, naming the unknown fields, as a batch body's are
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "invalid_request" and error["details"]["field"] == "privacy_teir"
+        assert error["details"]["fields"] == sorted(set(body) - {"items", "product", "inputs"})
+
+
 def test_quote_from_an_uploaded_file(client: TestClient, org: TestOrg) -> None:
     import json
 

@@ -13,10 +13,12 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 from batchroute.domain.batches.preflight import Category
 from batchroute.domain.catalog.catalog import PrivacyTier, SlaTier
+from batchroute.domain.request_fields import unknown_fields_error
 from batchroute.domain.routing.gates import REJECTION_CODES, RoutingMode
 from batchroute.errors import InvalidRequest
 from batchroute.money import AMOUNT_TEXT
@@ -98,6 +100,11 @@ class RoutingConstraints(ContractBody):
         """The body's command, by its parser (each body below names its own)."""
         return None
 
+    @classmethod
+    def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
+        error = unknown_fields_error(unknown)
+        return refusal(error.code, error.message, error.details)
+
 
 class ItemsToQuote(RoutingConstraints):
     items: Annotated[Any, as_sent(Annotated[list[BatchItem], Field(min_length=1)] | None)] = Field(
@@ -119,9 +126,10 @@ class ItemsToQuote(RoutingConstraints):
 
 class QuoteModelRequest(ItemsToQuote):
     """Items to quote: the lanes chosen and rejected, and the price, locked for 10 minutes.
-    Fields not listed are ignored."""
+    Unknown fields are refused (a misspelt constraint would price, and lock, routing without it)."""
 
     model_config = ConfigDict(
+        extra="forbid",
         json_schema_extra={
             "examples": [
                 {
@@ -141,7 +149,7 @@ class QuoteModelRequest(ItemsToQuote):
                     "privacy_tier": "standard",
                 }
             ]
-        }
+        },
     )
 
     @classmethod
@@ -155,9 +163,10 @@ class QuoteModelRequest(ItemsToQuote):
 
 class QuoteWorkflowRequest(RoutingConstraints):
     """A workflow product's inputs to quote: each model able to serve the product is priced and
-    the cheapest eligible one chosen. Fields not listed are ignored."""
+    the cheapest eligible one chosen. Unknown fields are refused, as in a batch body."""
 
     model_config = ConfigDict(
+        extra="forbid",
         json_schema_extra={
             "required": ["product", "inputs"],
             "examples": [
@@ -168,7 +177,7 @@ class QuoteWorkflowRequest(RoutingConstraints):
                     ],
                 }
             ],
-        }
+        },
     )
 
     product: Annotated[Any, as_sent(str)] = omittable(
