@@ -452,8 +452,26 @@ def test_sla_aware_prefers_a_lane_with_twice_the_room_over_a_cheaper_tight_one()
     assert selected_ids(group) == ["b/m-chat"]
     receipt = rejected(group, "a/m-chat")
     assert (receipt.code, receipt.details["rank_basis"]) == ("outranked", "sla_headroom_then_cost")
+    assert receipt.details["remaining_capacity_items"] == 15
+    assert (
+        "b/m-chat has room for at least 2x this group's 10 items today, this lane for 15" in receipt.message
+    )
     # And under cheapest the tight lane would have won
     assert selected_ids(only_group(plan_for(PUBLIC[:2], [A, B], states=states))) == ["a/m-chat"]
+
+
+def test_sla_aware_between_roomy_lanes_says_cost_decided() -> None:
+    # Given both lanes roomy, b with more room (it said "ranks higher on headroom" of the lane
+    # with more room, where cost decided)
+    states = live([A, B], overrides={"a/m-chat": (50, 30), "b/m-chat": (100, 30)})
+    group = only_group(
+        plan_for(PUBLIC[:2], [A, B], states=states, request=RouteRequest(routing_mode="sla_aware"))
+    )
+    # Then the cheaper a is selected and b's receipt names cost
+    assert selected_ids(group) == ["a/m-chat"]
+    receipt = rejected(group, "b/m-chat")
+    assert (receipt.code, receipt.details["rank_basis"]) == ("outranked", "cost")
+    assert "headroom" not in receipt.message
 
 
 def test_sla_aware_falls_back_to_cost_when_no_lane_has_headroom() -> None:

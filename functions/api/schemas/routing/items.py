@@ -39,7 +39,7 @@ OutputTokens = Annotated[int, Field(ge=1, le=MAX_OUTPUT_REQUEST)]
 HostedTools = list[HostedTool]
 
 
-# -- an item's input, as read by batchroute.domain.routing.items (docs/batches.md, "Item input")
+# -- an item's input, as read by batchroute.domain.routing.items (docs/routing.md, "Item input")
 # The shapes below are what the reader accepts, one key at a time; what no JSON schema says is
 # the reader's alone: the order of the turns (a user's first, every tool call answered right
 # after it), that a tool call's `arguments` text holds a JSON object, that a function's

@@ -466,6 +466,11 @@ def _cost_reason(candidate: _Candidate, best: _Candidate) -> tuple[str, dict[str
     return f"{price} and reliability; {best_id} comes first by lane id", {"tie_break": "lane_id"}
 
 
+def _roomy(candidate: _Candidate, group: ModelGroup) -> bool:
+    """Under sla_aware: room for SLA_HEADROOM_RATIO times the group's items today."""
+    return candidate.remaining >= SLA_HEADROOM_RATIO * group.item_count
+
+
 def _cuts_output(candidate: _Candidate, group: ModelGroup) -> bool:
     """Whether the lane would stop an item short of the output it asks for."""
     return group.max_output_tokens > candidate.lane.max_output_tokens
@@ -567,11 +572,10 @@ class _Router:
         that would cut it short (its cost looks lower only because it produces less), then
         the mode's preference, then cost, then reliability, then lane_id."""
         mode = self.request.routing_mode
-        item_count = group.item_count
 
         def key(c: _Candidate) -> tuple[bool, int, Decimal, Decimal, str]:
             if mode == "sla_aware":
-                first = 0 if c.remaining >= SLA_HEADROOM_RATIO * item_count else 1
+                first = 0 if _roomy(c, group) else 1
             elif mode == "hybrid":
                 first = 0 if c.provider.kind == "edge" else 1
             else:
@@ -609,9 +613,16 @@ class _Router:
             }
         elif mode == "hybrid" and not is_edge and not peers:
             basis, why = "edge_first", "hybrid routing fills edge lanes first and they had room"
-        elif mode == "sla_aware":
-            basis, why = "sla_headroom_then_cost", f"{best.lane.lane_id} ranks higher on headroom, then cost"
-        else:
+        elif mode == "sla_aware" and _roomy(best, group) and not _roomy(candidate, group):
+            basis, why = (
+                "sla_headroom_then_cost",
+                (
+                    f"{best.lane.lane_id} has room for at least {SLA_HEADROOM_RATIO}x this group's "
+                    f"{group.item_count} items today, this lane for {candidate.remaining}"
+                ),
+            )
+            tie = {"remaining_capacity_items": candidate.remaining}
+        else:  # as roomy as the selected lane (sla_aware ranks those by cost): cost decided
             basis, why, tie = ("cost", *_cost_reason(candidate, best))
         return GateFailure(
             OUTRANKED,

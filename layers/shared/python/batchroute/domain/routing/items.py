@@ -68,7 +68,7 @@ _FUNCTION_TOOL_TYPE: Final = "function"
 _TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS: Final = frozenset({"image_url", "input_image"})
 _ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
-# What every lane's vendor can be sent (docs/batches.md, "Item input"): the input keys a
+# What every lane's vendor can be sent (docs/routing.md, "Item input"): the input keys a
 # chat item may carry. `model`, `user`, `metadata`, `store`, `n: 1`, `stream: false` and
 # `parallel_tool_calls: true` are accepted and not forwarded (they change nothing); any
 # other key is refused, never dropped silently.
@@ -527,7 +527,7 @@ def _check_extra_keys(payload: dict[str, object], known: frozenset[str], problem
             _unsupported(
                 f"input.{key}",
                 f"input.{key} is not supported: not every lane's provider can honour it, and it is "
-                "never dropped silently. Remove it (docs/batches.md, Item input).",
+                "never dropped silently. Remove it (docs/routing.md, Item input).",
             )
         )
 
