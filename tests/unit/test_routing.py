@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -12,9 +13,11 @@ from batchroute.domain.routing.engine import GroupRoute, Rejection, RoutePlan, r
 from batchroute.domain.routing.gates import (
     GATE_ORDER,
     REJECTION_CODES,
+    LaneDemand,
     MaxPrice,
     RouteRequest,
     RoutingGuards,
+    _price_failures,
 )
 from batchroute.domain.routing.items import ModelGroup
 from batchroute.errors import InvalidRequest
@@ -322,6 +325,17 @@ def test_price_cap_exceeded_names_the_bound_the_lane_breaks(cap: MaxPrice, bound
     assert receipt.code == "price_cap_exceeded"
     assert list(receipt.details["exceeded"]) == [bound]
     assert selected_ids(group) == ["a/m-chat"]
+
+
+def test_a_per_item_cost_just_over_the_cap_never_reads_as_equal_to_it() -> None:
+    # Given one item costing 0.0004112 USD on lane b, and a cap of 0.000411
+    group = group_of([item(0)])
+    demand = replace(LaneDemand.of(group, B), cost=Decimal("0.0004112"))
+    # When the gate refuses the lane (it read "per_item_usd 0.000411 > 0.000411")
+    [failure] = _price_failures(B, group, demand, MaxPrice(per_item_usd=Decimal("0.000411")))
+    # Then the cost shows above the cap, rounded up
+    assert failure.details["exceeded"]["per_item_usd"] == {"lane": "0.000412", "max": "0.000411"}
+    assert failure.message == "Above max_price: per_item_usd 0.000412 > 0.000411."
 
 
 def test_operation_not_supported_when_the_lane_does_not_run_the_operation() -> None:

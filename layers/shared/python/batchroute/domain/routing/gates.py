@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any, Final, Literal, Protocol, TypedDict, get_args
 
 from batchroute.domain.catalog.catalog import Lane, LaneLive, PrivacyTier, Provider, SlaTier
@@ -470,7 +470,10 @@ def _price_failures(
     if cap.per_item_usd is not None and group.item_count:
         per_item = demand.cost / group.item_count
         if per_item > cap.per_item_usd:
-            over["per_item_usd"] = _over(per_item.quantize(Decimal("0.000001")), cap.per_item_usd)
+            # rounded up: a cost just over the cap never shows as equal to it ("0.000411 > 0.000411")
+            over["per_item_usd"] = _over(
+                per_item.quantize(Decimal("0.000001"), rounding=ROUND_CEILING), cap.per_item_usd
+            )
     if not over:
         return []
     named = ", ".join(f"{name} {values['lane']} > {values['max']}" for name, values in over.items())
