@@ -134,6 +134,17 @@ def test_stale_lanes_are_rejected_with_their_reason(local_aws: LocalStack) -> No
     assert "stale_heartbeat" in response.text
 
 
+def test_no_items_is_the_preflights_empty_batch(client: TestClient, org: TestOrg) -> None:
+    # Given an empty item list (was 400 no_items, with no preflight in its details)
+    refused = client.post("/v1/quotes/model", json={"items": []}, headers=org.key_headers())
+    # Then it is the preflight's jsonl_shape / empty_batch, as docs/routing.md lists it
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "batch_preflight_failed"
+    [issue] = error["details"]["preflight"]["errors"]
+    assert (issue["category"], issue["code"], issue["path"]) == ("jsonl_shape", "empty_batch", "items")
+
+
 def test_exactly_one_of_items_or_file(client: TestClient, org: TestOrg) -> None:
     both = client.post(
         "/v1/quotes/model", json={"items": [_item(0)], "input_file_id": "file_x"}, headers=org.key_headers()

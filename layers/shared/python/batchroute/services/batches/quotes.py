@@ -248,7 +248,8 @@ class QuoteService:
         preflight, count, digest = self._read(request, guards, items, on_item, compact_ids=compact)
         if preflight.ids_may_repeat():
             preflight, _, _ = self._read(request, guards, items, None, compact_ids=False)
-        if count == 0:
+        if count == 0:  # the preflight's answer (`empty_batch`, or what made every line fail)
+            preflight.result().raise_if_failed()
             raise InvalidRequest("Give at least one item.", code="no_items")
         return preflight, count, digest
 
