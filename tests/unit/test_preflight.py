@@ -136,6 +136,15 @@ def test_an_items_preset_version_is_one_preset_version() -> None:
     assert codes(result) == [("jsonl_shape", "invalid_field", "items[0].preset_version")]
 
 
+def test_an_unsupported_parameter_says_what_to_do() -> None:
+    # Given a parameter no lane's vendor can honour (its action was empty: the CLI showed nothing)
+    result = checked([item(0, input={"messages": [{"role": "user", "content": "x"}], "seed": 7})])
+    [issue] = result.errors
+    # Then the issue says what to do
+    assert issue.code == "unsupported_parameter" and issue.action == ACTIONS["unsupported_parameter"]
+    assert "docs/routing.md" in issue.action
+
+
 def test_duplicate_customer_item_ids_point_at_the_first_use() -> None:
     result = checked([item(0), item(1), item(0)])
     assert codes(result) == [("jsonl_shape", "duplicate_customer_item_id", "items[2].customer_item_id")]

@@ -44,6 +44,10 @@ _CATALOG_HINT: Final = "GET /v1/catalog/models"
 ACTIONS: Final[dict[str, str]] = {
     "missing_field": "Add the field: every item needs customer_item_id, operation, model and input.",
     "invalid_field": "Fix the field's type or value as the message says.",
+    "unsupported_parameter": (
+        "Remove the parameter (or send the value the message names): not every lane's vendor can "
+        "honour it, and it is never dropped silently (docs/routing.md, Item input)."
+    ),
     "duplicate_customer_item_id": "Give every item its own customer_item_id.",
     "malformed_line": "Make every line of the file one JSON object in UTF-8.",
     "empty_batch": "Send at least one item.",
