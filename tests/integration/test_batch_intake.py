@@ -213,22 +213,14 @@ def test_a_file_that_fails_intake_ends_the_batch_failed_with_the_preflight_and_r
 def test_a_file_whose_items_differ_from_the_quoted_ones_is_refused_before_any_reservation(
     client: TestClient, org: TestOrg, stack: LocalStack
 ) -> None:
-    # Given a quote over one file, another valid file with different items, and one that failed
-    # its check (a line that is not JSON)
+    # Given a quote over one file, and another valid file with different items
     quoted = _upload(client, org, [_item(0), _item(1)])
     other = _upload(client, org, [_item(0), _item(1), _item(2)])
-    broken = client.post(
-        "/v1/files",
-        content=json.dumps(_item(0)).encode() + b"\nnot json\n",
-        headers={**org.key_headers(), "Content-Type": "application/jsonl"},
-    ).json()["file"]["id"]
     quote = _quote(client, org, quoted)
     inline = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=org.key_headers()).json()
-    # When a batch is created from either quote over another file (was 202 and a reservation,
+    # When a batch is created from either quote over the other file (was 202 and a reservation,
     # then a batch failed at intake)
-    for key, (quote_id, file_id) in enumerate(
-        [(quote["quote_id"], other), (quote["quote_id"], broken), (inline["quote_id"], other)]
-    ):
+    for key, (quote_id, file_id) in enumerate([(quote["quote_id"], other), (inline["quote_id"], other)]):
         answer = client.post(
             "/v1/batches",
             json={"quote_id": quote_id, "input_file_id": file_id},
@@ -253,6 +245,35 @@ def test_another_file_holding_the_quoted_items_runs_on_the_quote(
     batch = _create(client, org, {"quote_id": inline["quote_id"], "input_file_id": same}, "intake-same-1")
     assert _run(stack, batch["id"])["status"] == "SUCCEEDED"
     assert _batch(batch["id"]).state == "completed"
+
+
+@pytest.mark.parametrize("batch_wide", [False, True])
+def test_items_naming_presets_in_another_file_run_on_the_quote(
+    client: TestClient, org: TestOrg, stack: LocalStack, batch_wide: bool
+) -> None:
+    # Given a preset, a quote over inline items using it (per item, or batch-wide), and a file
+    # holding the same items (the quote's digest is over the expanded items, the file's profile
+    # over its lines or none: the profile cannot tell, so create must not refuse)
+    made = client.post(
+        "/v1/presets",
+        json={
+            "name": "house-style",
+            "model": _item(0)["model"],
+            "operation": "responses",
+            "system_prompt": "Be brief.",
+        },
+        headers=org.key_headers(),
+    )
+    assert made.status_code == 201, made.text
+    items = [_item(0), _item(1)] if batch_wide else [{**_item(n), "preset": "house-style"} for n in (0, 1)]
+    extra = {"preset": "house-style"} if batch_wide else {}
+    inline = client.post("/v1/quotes/model", json={"items": items, **extra}, headers=org.key_headers())
+    assert inline.status_code == 200, inline.text
+    same = _upload(client, org, items)
+    # When a batch is created from the quote over the file, Then it runs
+    body = {"quote_id": inline.json()["quote_id"], "input_file_id": same, **extra}
+    batch = _create(client, org, body, f"intake-preset-{batch_wide}")
+    assert _run(stack, batch["id"])["status"] == "SUCCEEDED"
 
 
 # -- chunked Finalize ------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ expander loads each distinct reference once and turns a bad one into an issue at
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -165,13 +164,8 @@ def test_a_request_body_takes_the_routing_settings_it_leaves_out() -> None:
         "required_tools": ["calculator"],
     }
     assert "region" not in apply_preset_to_request({"regions": ["us-east-1"]}, PRESET)
-    # and a body's region is not joined by a preset's regions (which would have replaced it)
-    listing = replace(PRESET, routing={"regions": ["eu-west-1"]})
-    assert apply_preset_to_request({"preset": "triage", "region": "us-east-1"}, listing) == {
-        "preset": "triage",
-        "region": "us-east-1",
-        "required_tools": ["calculator"],
-    }
+    # and a body that gives regions, even empty (anywhere), takes no region from the preset
+    assert "region" not in apply_preset_to_request({"preset": "triage", "regions": []}, PRESET)
 
 
 # -- references and bodies ---------------------------------------------------------------------------

@@ -618,13 +618,26 @@ def test_a_route_request_is_read_from_the_api_body() -> None:
 
 
 @pytest.mark.parametrize(
+    ("body", "regions"),
+    [
+        ({"region": "eu", "regions": ["us", "eu"]}, ("eu",)),  # both hold: eu
+        ({"region": "eu", "regions": []}, ("eu",)),  # an empty list allows anywhere
+        ({"region": "eu"}, ("eu",)),
+        ({"regions": ["us", "eu"]}, ("us", "eu")),
+    ],
+)
+def test_region_and_regions_both_hold(body: dict[str, Any], regions: tuple[str, ...]) -> None:
+    assert RouteRequest.from_api(body).regions == regions
+
+
+@pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"routing_mode": "fastest"}, "routing_mode"),
         ({"privacy_tier": "secret"}, "privacy_tier"),
         ({"required_tools": ["teleport"]}, "required_tools"),
         ({"regions": "eu"}, "region"),
-        # one would be dropped (regions won: a region the customer asked for was ignored)
+        # both hold, and cannot (regions won: a region the customer asked for was ignored)
         ({"region": "eu", "regions": ["us"]}, "region"),
         ({"max_price": {"input_per_mtok": -1}}, "max_price.input_per_mtok"),
         ({"max_price": {"input_per_mtok": "lots"}}, "max_price.input_per_mtok"),

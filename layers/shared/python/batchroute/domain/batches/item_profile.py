@@ -47,7 +47,7 @@ from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.domain.routing.prompt_cache import SharedPrefixView, run_views, runs_of
 
 PROFILE_VERSION: Final = 1
-FACTS_REVISION: Final = 6  # bump when read_item's facts of an item change
+FACTS_REVISION: Final = 7  # bump when read_item's facts of an item change
 FACTS: Final = (
     f"{FACTS_REVISION}:{tokens.BYTES_PER_TOKEN}:{tokens.TOKENS_PER_MESSAGE}:{tokens.TOKENS_PER_REQUEST}:"
     f"{tokens.TOKENS_PER_IMAGE}:{tokens.DEFAULT_OUTPUT_TOKENS}:{tokens.EMBEDDING_OUTPUT_TOKENS}"

@@ -153,12 +153,15 @@ class RouteRequest:
         tools = [] if tools is None else tools  # only null is absent: false or {} is refused
         if not isinstance(tools, list) or not all(isinstance(t, str) and t in HOSTED_TOOLS for t in tools):
             raise _invalid("required_tools", f"required_tools must list tools from {sorted(HOSTED_TOOLS)}.")
-        regions = body.get("regions")
-        if regions is not None and body.get("region") is not None:
-            # one would be dropped: a residency constraint is never read as absent
-            raise _invalid("region", "Give region or regions, not both.")
-        if regions is None and body.get("region") is not None:
-            regions = [body["region"]]
+        regions, region = body.get("regions"), body.get("region")
+        if region is not None and regions is not None:
+            # both hold (neither is dropped: a residency constraint is never read as absent):
+            # the lane serves from `region`, which `regions` must allow (an empty list: anywhere)
+            if isinstance(regions, list) and regions and region not in regions:
+                raise _invalid("region", f"region {region!r} is not one of regions {regions!r}.")
+            regions = None
+        if regions is None and region is not None:
+            regions = [region]
         regions = [] if regions is None else regions
         if not isinstance(regions, list) or not all(isinstance(r, str) and r for r in regions):
             raise _invalid("region", "region must be a region name (regions a list of them).")

@@ -381,16 +381,18 @@ class BatchService:
         return replace(priced, intake=intake, chunk_count=chunks)
 
     def _check_quoted_file(self, principal: Principal, file_id: str, snapshot: QuoteSnapshot) -> None:
-        """409 `quote_mismatch` before anything is reserved when the file is not the quoted one
-        and its item profile does not show the quoted items (another file's, or inline ones),
-        as for inline items that differ: Intake would only find it after the reservation. The
-        quoted file itself is checked ready; Intake checks its items against the quote."""
+        """409 `quote_mismatch` before anything is reserved when another file than the quoted
+        one (or a file under a quote of inline items) has an item profile showing other items.
+        Where that is not known (no usable profile: items naming presets, a file that failed its
+        check or was checked before profiles; or a batch-wide preset, which rewrites the items),
+        Intake compares what it reads with the quote, as before."""
         quoted = snapshot.items
-        if quoted.kind == "file" and quoted.file_id == file_id:
+        same_file = quoted.kind == "file" and quoted.file_id == file_id
+        if same_file or (snapshot.routing_fields or {}).get("preset") is not None:
             self.quotes.files.file_ready(principal.org_id, file_id)
             return
-        profile = self.quotes.files.item_profile(principal.org_id, file_id)
-        if profile is None or profile.digest != quoted.digest:
+        profile = self.quotes.files.item_profile(principal.org_id, file_id)  # checks it ready
+        if profile is not None and profile.digest != quoted.digest:
             raise Conflict(
                 "The input file's items differ from the quoted ones; quote this file, or create "
                 "the batch from the quote alone.",
