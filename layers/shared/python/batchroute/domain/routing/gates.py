@@ -154,13 +154,12 @@ class RouteRequest:
         if not isinstance(tools, list) or not all(isinstance(t, str) and t in HOSTED_TOOLS for t in tools):
             raise _invalid("required_tools", f"required_tools must list tools from {sorted(HOSTED_TOOLS)}.")
         regions, region = body.get("regions"), body.get("region")
-        if region is not None and regions is not None:
-            # both hold (neither is dropped: a residency constraint is never read as absent):
-            # the lane serves from `region`, which `regions` must allow (an empty list: anywhere)
-            if isinstance(regions, list) and regions and region not in regions:
-                raise _invalid("region", f"region {region!r} is not one of regions {regions!r}.")
-            regions = None
-        if regions is None and region is not None:
+        # Both hold (a residency constraint is never read as absent): the lane serves from
+        # `region`, which `regions` must allow (an empty list: anywhere); a `regions` of another
+        # type is refused below, as alone.
+        if region is not None and isinstance(regions, list) and regions and region not in regions:
+            raise _invalid("region", f"region {region!r} is not one of regions {regions!r}.")
+        if region is not None and (regions is None or isinstance(regions, list)):
             regions = [region]
         regions = [] if regions is None else regions
         if not isinstance(regions, list) or not all(isinstance(r, str) and r for r in regions):
