@@ -213,14 +213,22 @@ def test_a_file_that_fails_intake_ends_the_batch_failed_with_the_preflight_and_r
 def test_a_file_whose_items_differ_from_the_quoted_ones_is_refused_before_any_reservation(
     client: TestClient, org: TestOrg, stack: LocalStack
 ) -> None:
-    # Given a quote over one file, and another valid file with different items
+    # Given a quote over one file, another valid file with different items, and a file that
+    # failed its check (a malformed line: it has no item profile)
     quoted = _upload(client, org, [_item(0), _item(1)])
     other = _upload(client, org, [_item(0), _item(1), _item(2)])
+    malformed = client.post(
+        "/v1/files",
+        content=json.dumps(_item(0)).encode() + b"\n{not json\n",
+        headers={**org.key_headers(), "Content-Type": "application/jsonl"},
+    ).json()["file"]
+    assert malformed["status"] == "error", malformed
     quote = _quote(client, org, quoted)
     inline = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=org.key_headers()).json()
-    # When a batch is created from either quote over the other file (was 202 and a reservation,
+    # When a batch is created from either quote over another file (was 202 and a reservation,
     # then a batch failed at intake)
-    for key, (quote_id, file_id) in enumerate([(quote["quote_id"], other), (inline["quote_id"], other)]):
+    cases = [(quote["quote_id"], other), (inline["quote_id"], other), (quote["quote_id"], malformed["id"])]
+    for key, (quote_id, file_id) in enumerate(cases):
         answer = client.post(
             "/v1/batches",
             json={"quote_id": quote_id, "input_file_id": file_id},

@@ -382,22 +382,32 @@ class BatchService:
 
     def _check_quoted_file(self, principal: Principal, file_id: str, snapshot: QuoteSnapshot) -> None:
         """409 `quote_mismatch` before anything is reserved when another file than the quoted
-        one (or a file under a quote of inline items) has an item profile showing other items.
-        Where that is not known (no usable profile: items naming presets, a file that failed its
-        check or was checked before profiles; or a batch-wide preset, which rewrites the items),
-        Intake compares what it reads with the quote, as before."""
+        one (or a file under a quote of inline items) failed its check (its malformed lines
+        cannot be the quoted items, which passed the preflight) or has an item profile showing
+        other items. Where that is not known (no usable profile: items naming presets, a file
+        checked before profiles; or a batch-wide preset, which rewrites the items), Intake
+        compares what it reads with the quote, as before."""
         quoted = snapshot.items
         same_file = quoted.kind == "file" and quoted.file_id == file_id
+        record = self.quotes.files.file_ready(principal.org_id, file_id)
         if same_file or (snapshot.routing_fields or {}).get("preset") is not None:
-            self.quotes.files.file_ready(principal.org_id, file_id)
             return
-        profile = self.quotes.files.item_profile(principal.org_id, file_id)  # checks it ready
+        mismatch = {"input_file_id": file_id, "quoted_input_file_id": quoted.file_id}
+        if record.status == "error":
+            raise Conflict(
+                "The input file failed its check (GET /v1/files/{file_id} lists its errors), so it "
+                "cannot hold the quoted items; fix and upload it again, or create the batch from "
+                "the quote alone.",
+                code="quote_mismatch",
+                details={**mismatch, "file_status": record.status},
+            )
+        profile = self.quotes.files.item_profile(principal.org_id, file_id)
         if profile is not None and profile.digest != quoted.digest:
             raise Conflict(
                 "The input file's items differ from the quoted ones; quote this file, or create "
                 "the batch from the quote alone.",
                 code="quote_mismatch",
-                details={"input_file_id": file_id, "quoted_input_file_id": quoted.file_id},
+                details=mismatch,
             )
 
     def _price_and_write(

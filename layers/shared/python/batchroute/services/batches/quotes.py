@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, TypedDict
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.canonical_json import ItemsDigest
+from batchroute.domain.batches.files import FileRecord
 from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.batches.preflight import Issue, IssueView, Preflight, PreflightFailed
@@ -108,7 +109,7 @@ class LimitWarnings(Protocol):
 class FileItems(Protocol):
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]: ...
 
-    def file_ready(self, org_id: str, file_id: str) -> object: ...
+    def file_ready(self, org_id: str, file_id: str) -> FileRecord: ...
 
     def item_profile(self, org_id: str, file_id: str) -> ItemProfile | None: ...
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.batches.files import FileRecord
 from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.batches.metadata import parse_metadata
@@ -91,7 +92,7 @@ class CompatFileItems:
             )
         return self._items(self.files.open_items(org_id, file_id))
 
-    def file_ready(self, org_id: str, file_id: str) -> object:
+    def file_ready(self, org_id: str, file_id: str) -> FileRecord:
         try:
             return self.files.file_ready(org_id, file_id)
         except NotFound:

@@ -16,7 +16,7 @@ from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from batchroute.domain.batches.files import DEFAULT_PURPOSE
+from batchroute.domain.batches.files import DEFAULT_PURPOSE, FileRecord
 from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.domain.batches.jsonl import LineError, ParsedLine
 from batchroute.domain.batches.preflight import ACTIONS, Issue
@@ -44,7 +44,7 @@ class VendorLineFiles:
             return lines
         return as_items(lines)
 
-    def file_ready(self, org_id: str, file_id: str) -> object:
+    def file_ready(self, org_id: str, file_id: str) -> FileRecord:
         return self.files.file_ready(org_id, file_id)
 
     def item_profile(self, org_id: str, file_id: str) -> ItemProfile | None:
