@@ -13,17 +13,16 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import PydanticCustomError
 
 from batchroute.domain.batches.metadata import MAX_KEY_CHARS, MAX_METADATA_PAIRS, MAX_VALUE_CHARS
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.catalog.catalog import PrivacyTier, SlaTier
 from batchroute.domain.routing.gates import RoutingMode
-from batchroute.services.batches.commands import CreateBatch, unknown_batch_fields
+from batchroute.services.batches.commands import CreateBatch
 from batchroute.services.batches.create import MAX_CANCEL_REASON
 from functions.api.schemas.batches.quotes import ItemsToQuote
 from functions.api.schemas.batches.receipts import BillingReceipt, TokenUsage
-from functions.api.schemas.common import Absent, ContractBody, MoneyOut, as_sent, refusal
+from functions.api.schemas.common import Absent, ContractBody, MoneyOut, as_sent
 from functions.api.schemas.delivery.targets import BucketDeliveryOut
 from functions.api.schemas.feedback.feedback import FeedbackOut
 
@@ -90,11 +89,6 @@ class BatchCreateRequest(ItemsToQuote):
     @classmethod
     def reads(cls, body: Mapping[str, Any]) -> CreateBatch:
         return CreateBatch.parse(body)
-
-    @classmethod
-    def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
-        error = unknown_batch_fields(unknown)
-        return refusal(error.code, error.message, error.details)
 
     def command(self) -> CreateBatch:
         assert isinstance(self._command, CreateBatch)

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from batchroute.domain.batches.metadata import parse_metadata
-from batchroute.domain.request_fields import invalid
+from batchroute.domain.request_fields import invalid, unknown_fields_error
 from batchroute.domain.routing.gates import Exclusions, RouteRequest, RoutingFields
 from batchroute.domain.routing.rescue import RescueSetting
 from batchroute.domain.work_orders.work_orders import parse_work_order_id
-from batchroute.errors import InvalidRequest
 
 # The routing fields of a quote or batch body (`region` is a one-region `regions`).
 ROUTING_FIELDS: Final = (
@@ -42,13 +41,6 @@ BATCH_FIELDS: Final = frozenset(
 def request_hash(body: Mapping[str, Any]) -> str:
     """The fingerprint of a body as sent: an Idempotency-Key replay must send the same."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def unknown_batch_fields(unknown: Sequence[str]) -> InvalidRequest:
-    """The refusal of a batch body's unknown fields (sorted)."""
-    return InvalidRequest(
-        f"Unknown field(s): {', '.join(unknown)}.", code="invalid_request", details={"fields": list(unknown)}
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +179,7 @@ class CreateBatch:
     def parse(cls, body: Mapping[str, Any]) -> CreateBatch:
         unknown = sorted(set(body) - BATCH_FIELDS)
         if unknown:
-            raise unknown_batch_fields(unknown)
+            raise unknown_fields_error(unknown)
         if body.get("completion_window", "24h") != "24h":
             raise invalid("completion_window", "completion_window must be 24h.")
         metadata = parse_metadata(body.get("metadata"))
