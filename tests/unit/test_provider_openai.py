@@ -116,6 +116,10 @@ def test_batch_output_and_error_lines() -> None:
     assert limited.error is not None and limited.error.code == "rate_limited"
     assert limited is not None and limited.error is not None and limited.error.transient
     assert expired is not None and expired.error is not None and expired.error.transient
+    # OpenAI's code is ours: the message does not repeat it (a compat error line shows both)
+    assert expired.error.code == "batch_expired"
+    assert expired.error.message == "This request could not be executed before the completion window expired."
+    assert limited.error.message.endswith("(rate_limit_exceeded)")  # another code than ours: kept
     assert transform.batch_line_result({"no": "custom_id"}) is None
     # a Responses API line: its body is a `response`
     assert response is not None and response.output is not None and response.output["content"] == "It is 2."

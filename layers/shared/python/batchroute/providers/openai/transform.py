@@ -714,7 +714,9 @@ def batch_line_result(line: Mapping[str, Any]) -> base.ProviderResult | None:
     vendor_code = str(source.get("code") or source.get("type") or "")
     message = str(source.get("message") or f"the batch line failed with status {status}")[:300]
     code, transient = _line_error(status, vendor_code)
-    detail = f"{message} ({vendor_code})" if vendor_code and vendor_code not in message else message
+    # the vendor's code adds to the message unless it is already there, or is our code too
+    named = vendor_code and vendor_code != code and vendor_code not in message
+    detail = f"{message} ({vendor_code})" if named else message
     error = base.ItemError(code=code, message=detail[:300], transient=transient)
     return base.ProviderResult.failure(ours, error, raw=dict(body) if body else None)
 
