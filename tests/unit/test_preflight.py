@@ -152,6 +152,25 @@ def test_duplicate_customer_item_ids_point_at_the_first_use() -> None:
     assert "items[0]" in result.errors[0].message
 
 
+def test_an_items_unknown_model_is_reported_in_the_same_pass_as_its_shape_problems() -> None:
+    # Given items naming an unknown model that also repeat an id or have a bad operation (the
+    # shape problem alone was reported: a second round trip to learn of the model)
+    result = checked(
+        [item(0), {**item(0), "model": "no-such"}, {**item(1), "model": "no-such", "operation": "dance"}],
+        route_it=False,
+    )
+    # Then each item's problems are all reported at once
+    assert codes(result) == [
+        ("jsonl_shape", "duplicate_customer_item_id", "items[1].customer_item_id"),
+        ("routing", "unknown_model", "items[1].model"),
+        ("jsonl_shape", "invalid_field", "items[2].operation"),
+        ("routing", "unknown_model", "items[2].model"),
+    ]
+    # And a model that is not a string is its shape problem alone
+    result = checked([{**item(0), "model": 7}], route_it=False)
+    assert [code for _, code, _ in codes(result)] == ["invalid_field"]
+
+
 def test_malformed_file_lines_are_reported_by_line() -> None:
     # Given a file whose line 2 was not JSON and whose line 3 holds an item
     preflight = Preflight(CATALOG)

@@ -290,6 +290,7 @@ class Preflight:
             path = f"{where}.{problem.field}" if problem.field else where
             self._error(problem.category, problem.code, problem.message, path, line)
         customer_item_id = item.get("customer_item_id") if isinstance(item, dict) else None
+        repeated = False
         if isinstance(customer_item_id, str) and self._id_hashes is not None:
             self._id_hashes.add(customer_item_id)  # repeats are found after the last item
         elif isinstance(customer_item_id, str):
@@ -303,8 +304,13 @@ class Preflight:
                     line,
                     {"first_index": first},
                 )
-                facts = None
-        if facts is None:
+                repeated = True
+        if facts is None or repeated:  # its other problems are reported in the same pass
+            named = item.get("model") if isinstance(item, dict) else None
+            if facts is not None:
+                self._lanes_ok(index, facts, where, line)
+            elif isinstance(named, str) and not any(problem.field == "model" for problem in problems):
+                self._model_known(named, where, line)
             return None
         if self._lanes_ok(index, facts, where, line):
             group = self._groups.get(facts.model)
@@ -396,17 +402,8 @@ class Preflight:
     def _lanes_ok(self, index: int, facts: ItemFacts, where: str, line: int | None) -> bool:
         """Item checks against the model's lanes: exists, runs the operation, asks for no more
         embedding dimensions than the model makes, fits a lane (window and request limit)."""
-        model = self._model_lanes(facts.model)
+        model = self._model_known(facts.model, where, line)
         if model is None:
-            known = self._lower_ids.get(facts.model.lower())
-            hint = f" Did you mean {known!r}?" if known else ""
-            self._error(
-                "routing",
-                "unknown_model",
-                f"Unknown model {facts.model!r}: model ids are exact catalog ids.{hint}",
-                f"{where}.model",
-                line,
-            )
             return False
         if not model.lanes:  # nothing routable: routing reports each lane's rejection
             return True
@@ -432,6 +429,22 @@ class Preflight:
             )
             return False
         return self._fits_a_lane(facts, model, where, line)
+
+    def _model_known(self, model_id: str, where: str, line: int | None) -> _ModelLanes | None:
+        """The model's lanes, or None, reporting `unknown_model` when the catalog does not
+        know it."""
+        model = self._model_lanes(model_id)
+        if model is None:
+            known = self._lower_ids.get(model_id.lower())
+            hint = f" Did you mean {known!r}?" if known else ""
+            self._error(
+                "routing",
+                "unknown_model",
+                f"Unknown model {model_id!r}: model ids are exact catalog ids.{hint}",
+                f"{where}.model",
+                line,
+            )
+        return model
 
     def _fits_a_lane(self, facts: ItemFacts, model: _ModelLanes, where: str, line: int | None) -> bool:
         """The item fits some lane's context window (for embeddings, each input on its own)
