@@ -427,6 +427,25 @@ def test_a_queued_request_retried_with_its_idempotency_key_answers_the_first_job
     assert queued("short").json()["error"]["code"] == "invalid_idempotency_key"
 
 
+def test_a_retry_of_a_queued_request_that_has_run_answers_the_job_as_it_is_now(
+    client: TestClient, org: TestOrg, local_aws: LocalStack
+) -> None:
+    # Given a queued request with a key, run to the end
+    body = {"model": LLAMA, "messages": _messages(), "max_tokens": 16, "batch": True}
+    headers = {**org.key_headers(), "Idempotency-Key": "chat-ran-0001"}
+    job = client.post("/v1/chat/completions", json=body, headers=headers).json()
+    record = BatchRecords(get_settings().table_name("batches")).get(job["batch_id"])
+    assert record is not None
+    run_until_done(local_aws, str(record.execution_arn))
+    # When the request is retried with its key (its 202 was lost)
+    again = client.post("/v1/chat/completions", json=body, headers=headers)
+    # Then the answer is the job as GET shows it: completed, with its result (was `failed`,
+    # `job_failed`: a client would pay again under a new key)
+    assert again.status_code == 202, again.text
+    shown = client.get(f"/v1/chat/completions/{job['id']}", headers=org.key_headers()).json()
+    assert shown["status"] == "completed" and again.json() == shown
+
+
 def test_a_queued_job_whose_first_lane_failed_over_reads_the_lane_that_answered(
     client: TestClient, org: TestOrg, local_aws: LocalStack
 ) -> None:

@@ -204,6 +204,12 @@ def test_job_ids_share_the_batch_suffix_and_statuses_map() -> None:
     assert job_status("completed", "completed") == "completed"
     assert job_status("completed", "failed") == "failed"
     assert job_status("canceled", None) == "cancelled"
+    assert job_status("canceled", "canceled") == "cancelled"
+    # a cancel (or a failure) that came after the item ran: the item was charged, the job is
+    # its answer (it read `cancelled` with no result)
+    assert job_status("canceled", "completed") == "completed"
+    assert job_status("failed", "completed") == "completed"
+    assert job_status("expired", "failed") == "failed"
     job = chat_job(
         BatchRecord(batch_id=batch_id, org_id="org_1", state="expired", created_at="2026-01-01T00:00:00.000Z")
     )

@@ -257,8 +257,12 @@ def sse(event: ChunkView) -> bytes:
 
 
 def job_status(batch_state: str, item_status: str | None) -> JobStatus:
-    """A completed batch whose one item failed is a failed job."""
+    """The job is its one item: once the batch is over, a completed item is a completed job
+    (also under a cancel or a failure that came after it ran: it was charged, its result is
+    there) and a completed batch without one is a failed job."""
     status = _JOB_STATUS.get(batch_state, "queued")
+    if item_status == "completed" and status in ("failed", "cancelled"):
+        return "completed"
     if status == "completed" and item_status != "completed":
         return "failed"
     return status

@@ -93,7 +93,7 @@ class ChatJobs:
         batch = self.records.get(batch_id)
         if batch is None:  # written in the create transaction: only a broken store gets here
             raise NotFound("The queued job could not be read back.", code="chat_job_not_found")
-        return chat_job(batch)
+        return self._view(batch)  # a replay's job as it is now (done: its result)
 
     def get(self, principal: Principal, job_id: str) -> ChatJobView:
         authorize(principal, "batches:read")
@@ -102,6 +102,10 @@ class ChatJobs:
         if batch is None or batch.source != CHAT_SOURCE:
             raise NotFound("No such chat job.", code="chat_job_not_found")
         require_same_org(principal, batch.org_id)
+        return self._view(batch)
+
+    def _view(self, batch: BatchRecord) -> ChatJobView:
+        """The job of a queued request's batch: once the batch is over, its one result line."""
         if batch.artifacts_reclaimed_at:
             # Retention reclaimed the job's result (docs/retention.md); the batch API still
             # shows its record and receipt.
