@@ -402,6 +402,44 @@ def test_submit_wait_json_keeps_the_batch_and_its_key_when_waiting_fails_after_t
         assert f"created batch_1 (Idempotency-Key {key})" in captured.err
 
 
+def test_submit_whose_create_gets_no_sure_answer_names_its_key_so_a_rerun_finds_the_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a create that may have made the batch (no answer, a 5xx after every retry) and one
+    # that surely did not (a 400)
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    for failing, exit_expected, unknown in (
+        (httpx.ConnectError("refused"), 3, True),
+        (error(500, "internal_error"), 1, True),
+        (error(400, "quote_expired"), 1, False),
+    ):
+        api = FakeAPI(
+            {
+                "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+                "POST /v1/batches": [failing],
+            }
+        )
+        exit_code, _ = run(api, "submit", str(path), "--json", tmp_path=tmp_path)
+        captured = capsys.readouterr()
+        key = api.sent("POST /v1/batches")[0].headers["idempotency-key"]
+        document = json.loads(captured.out)
+        # Then an unknown outcome names the key (stderr and the --json document) and how to rerun
+        assert exit_code == exit_expected
+        assert (f"rerun with --idempotency-key {key}" in captured.err) is unknown
+        assert document.get("idempotency_key") == (key if unknown else None)
+        # And a rerun with that key sends it again (the service answers the same batch)
+        if unknown:
+            api = FakeAPI(
+                {
+                    "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+                    "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+                }
+            )
+            assert run(api, "submit", str(path), "--idempotency-key", key, tmp_path=tmp_path)[0] == 0
+            assert api.sent("POST /v1/batches")[0].headers["idempotency-key"] == key
+            capsys.readouterr()
+
+
 def test_status_and_a_failed_wait_say_why_the_batch_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

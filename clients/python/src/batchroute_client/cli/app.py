@@ -22,6 +22,7 @@ from batchroute_client.cli.config import ConfigError, load, mask, save
 from batchroute_client.cli.inputs import Converted, convert, read_items
 from batchroute_client.cli.progress import BatchBar, UploadBar
 from batchroute_client.client import Client
+from batchroute_client.errors import APIConnectionError, APIError, UnexpectedResponse
 from batchroute_client.models import Batch, Quote
 
 # Inline items up to 3 MiB of JSONL: the JSON body cap is 4 MiB (docs/limits.md) and the
@@ -293,7 +294,17 @@ def submit(
                 f"{converted.items} items ({converted.format} format) quoted {total} ({got.quote_id})",
                 highlight=False,
             )
-        batch = client.batches.create(quote_id=got.quote_id, idempotency_key=key)
+        try:
+            batch = client.batches.create(quote_id=got.quote_id, idempotency_key=key)
+        except BaseException as exc:
+            if _outcome_unknown(exc):  # the batch may exist: a rerun with this key finds it
+                err.print(
+                    f"the batch may have been created: rerun with --idempotency-key {key} "
+                    "to get it rather than a second batch",
+                    highlight=False,
+                )
+                setattr(exc, CREATED, {"batch": None, "idempotency_key": key})
+            raise
         err.print(f"created {batch.id} (Idempotency-Key {key})", highlight=False)  # --json too
         results_file: Path | None = None
         seen = [batch]  # the batch as last read: a --wait that gives up reports what it saw
@@ -320,6 +331,14 @@ def submit(
             err.print(f"results written to {results_file}", highlight=False)
     if wait and batch.state != "completed":
         raise BatchEnded(batch)
+
+
+def _outcome_unknown(exc: BaseException) -> bool:
+    """Whether a failed create may still have made the batch: no answer, a 5xx, a 409 (the same
+    key still in flight) or an answer that is not the API's; any other 4xx made nothing."""
+    if isinstance(exc, APIError):
+        return exc.status >= 500 or exc.status == 409
+    return isinstance(exc, (APIConnectionError, UnexpectedResponse, KeyboardInterrupt))
 
 
 def _follow(
