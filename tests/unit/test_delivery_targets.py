@@ -818,3 +818,24 @@ def test_the_services_own_storage_is_never_a_target(endpoint: str, own: str, sam
     with pytest.raises(BucketRefused) as at_delivery:
         targets.open(_target(endpoint_url=endpoint, region=None))
     assert at_delivery.value.code == "unsafe_url"
+
+
+@pytest.mark.parametrize("status", [301, 302, 307])
+def test_a_redirect_from_the_endpoint_is_refused_at_once_not_followed(status: int) -> None:
+    # Given an endpoint that answers every request with a redirect (S3's own region redirect,
+    # or any other): botocore's region redirector would try again, and again
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = b"<Error><Code>PermanentRedirect</Code><Message>Use the other endpoint.</Message></Error>"
+        headers = {"Location": "https://elsewhere.example/", "x-amz-bucket-region": "eu-west-1"}
+        return httpx.Response(status, headers=headers, content=body)
+
+    bucket = _bucket(answer)
+    # Then the first answer ends it: one request, refused with the documented code
+    with pytest.raises(BucketRefused) as refused:
+        bucket.put("k", b"{}", content_type="application/json")
+    assert len(seen) == 1
+    assert refused.value.code == "PermanentRedirect"
+    assert f"HTTP {status}" in refused.value.message

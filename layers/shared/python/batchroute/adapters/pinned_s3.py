@@ -30,6 +30,7 @@ The endpoint is the customer's, so nothing it sends is trusted to be small or qu
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ MAX_ANSWER_BYTES = 1024 * 1024  # a control answer or an error body
 UPLOAD_PIECE_BYTES = 64 * 1024  # the request body is sent in pieces, the deadline checked between them
 # Operations whose successful answer is an object's bytes, read by the caller as it needs them.
 _STREAMED = frozenset({"GetObject", "GetObjectTorrent"})
+# Redirects: refused, never followed (304 is not one: nothing is asked conditionally).
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_S3_CODE = re.compile(rb"<Code>([A-Za-z][A-Za-z0-9]{0,63})</Code>")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 # Hop-by-hop or computed headers httpx sets itself (and `Expect: 100-continue`, which it
 # does not speak).
 _DROPPED = frozenset({"host", "expect", "content-length", "transfer-encoding", "connection"})
@@ -241,6 +246,8 @@ class PinnedSender:
             except httpx.TimeoutException:
                 raise ReadTimeoutError(endpoint_url=origin) from None
             answer = _Answer(response, deadline=ends_at, clock=self._clock, origin=origin)
+            if response.status_code in _REDIRECTS:
+                raise _redirected(response, answer.read_all(self.max_answer_bytes))
             raw: _Answer | _Body = answer
             if response.status_code >= 300 or not streamed:
                 raw = _Body(answer.read_all(self.max_answer_bytes))
@@ -253,6 +260,21 @@ class PinnedSender:
             if self._clock() >= ends_at:
                 raise DeadlinePassed
             yield bytes(view[start : start + UPLOAD_PIECE_BYTES])
+
+
+def _redirected(response: httpx.Response, body: bytes) -> BucketRefused:
+    """A redirect, refused as it comes: botocore's S3 region redirector would send the request
+    again, and a custom endpoint's answer to that again, without end. The code is the one S3
+    puts in the body (`PermanentRedirect`, `TemporaryRedirect`), else `redirect_refused`."""
+    named = _S3_CODE.search(body)
+    code = named.group(1).decode("ascii") if named else "redirect_refused"
+    region = response.headers.get("x-amz-bucket-region", "")
+    where = f" (the bucket is in {region})" if _REGION.fullmatch(region) else ""
+    return BucketRefused(
+        code,
+        f"the bucket's endpoint answered HTTP {response.status_code}, a redirect{where}; redirects "
+        "are not followed: set the target's endpoint_url and region to the bucket's own",
+    )
 
 
 def _deadline_passed() -> BucketRefused:
