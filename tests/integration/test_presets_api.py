@@ -15,7 +15,11 @@ from fastapi.testclient import TestClient
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
 from batchroute.domain.batches.pages import PAGE_MAX_BYTES
-from batchroute.domain.presets.presets import MAX_PRESETS_PER_ORG, SYSTEM_PROMPT_MAX
+from batchroute.domain.presets.presets import (
+    MAX_PRESETS_PER_ORG,
+    RESPONSE_FORMAT_MAX_BYTES,
+    SYSTEM_PROMPT_MAX,
+)
 from batchroute.wiring import wiring_for
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -170,6 +174,24 @@ def test_a_golden_set_past_its_byte_limit_is_refused_by_its_field(client: TestCl
     # Then 400 naming golden_set.items, not a 500 from the store
     problems = errors_of(create(client, org, body))
     assert list(problems) == ["golden_set.items"] and "at most 204,800 bytes" in problems["golden_set.items"]
+
+
+def test_a_response_format_past_its_byte_limit_is_refused_by_its_field(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a json_schema response_format of ~530 KB: more than the preset's storage holds
+    schema = {"type": "object", "properties": {f"field_{n:05}": {"type": "string"} for n in range(20_000)}}
+    response_format = {"type": "json_schema", "json_schema": {"name": "big", "schema": schema}}
+    body = {"name": "huge", "model": MODEL, "parameters": {"response_format": response_format}}
+    # Then 400 naming parameters.response_format, not a 500 from the store
+    problems = errors_of(create(client, org, body))
+    assert list(problems) == ["parameters.response_format"]
+    assert f"at most {RESPONSE_FORMAT_MAX_BYTES:,} bytes" in problems["parameters.response_format"]
+    # And one at the limit is kept
+    schema = {"type": "object", "properties": {f"f{n:04}": {"type": "string"} for n in range(1_000)}}
+    response_format = {"type": "json_schema", "json_schema": {"name": "ok", "schema": schema}}
+    body = {"name": "fits", "model": MODEL, "parameters": {"response_format": response_format}}
+    assert create(client, org, body).status_code == 201
 
 
 def test_a_page_of_large_presets_stops_under_lambdas_answer_cap(client: TestClient, org: TestOrg) -> None:

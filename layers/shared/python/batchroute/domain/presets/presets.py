@@ -15,6 +15,7 @@ path), the stored version (`PresetVersion`) and the preset's head (`Preset`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -34,6 +35,9 @@ SYSTEM_PROMPT_MAX: Final = 32_000
 STOP_MAX: Final = 4
 STOP_CHARS_MAX: Final = 256
 VERSION_MAX: Final = 999_999
+# A response_format's JSON: a preset version is one DynamoDB item (400 KB), beside a system
+# prompt of up to 32,000 characters and a golden set of up to 200 KiB.
+RESPONSE_FORMAT_MAX_BYTES: Final = 32 * 1024
 
 NAME_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _NAME = re.compile(NAME_PATTERN)
@@ -502,6 +506,13 @@ def _response_format_problem(value: object) -> str | None:
         spec = value.get("json_schema")
         if not isinstance(spec, Mapping) or not isinstance(spec.get("schema"), Mapping):
             return "A json_schema response_format needs json_schema.schema, an object."
+    try:
+        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    except (TypeError, ValueError):  # nothing a JSON body holds; a caller's own object
+        return "response_format must be JSON."
+    if size > RESPONSE_FORMAT_MAX_BYTES:
+        limit = RESPONSE_FORMAT_MAX_BYTES
+        return f"response_format is at most {limit:,} bytes of JSON (this one is {size:,})."
     return None
 
 
