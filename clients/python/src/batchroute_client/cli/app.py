@@ -299,8 +299,9 @@ def submit(
         except BaseException as exc:
             if _outcome_unknown(exc):  # the batch may exist: a rerun with this key finds it
                 err.print(
-                    f"the batch may have been created: rerun with --idempotency-key {key} "
-                    "to get it rather than a second batch",
+                    f"the batch may have been created: rerun with --idempotency-key {key} (if it "
+                    "was, the rerun is refused with 409 idempotency_conflict, not charged twice; "
+                    "`batchroute list` shows it)",
                     highlight=False,
                 )
                 setattr(exc, CREATED, {"batch": None, "idempotency_key": key})
