@@ -396,6 +396,30 @@ def test_golden_set_excludes_the_lane_that_answers_wrongly(
     assert [b["trigger"] for b in v2["data"]] == ["on_demand", "version_change"]
 
 
+def test_a_patch_that_changes_nothing_makes_no_version_and_runs_no_paid_regression(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a schedule with a golden set: version 1 and its version-change run
+    schedule = _schedule(client, org, golden_set=_golden(), description="nightly ops").json()
+    path = f"/v1/schedules/{schedule['id']}"
+    balance = client.get("/v1/usage", headers=org.key_headers()).json()
+    # When it is patched with nothing, or with what it already holds
+    same = {"name": "nightly", "expression": "30 2 * * *", "description": "nightly ops"}
+    for body in ({}, same, {"golden_set": schedule["golden_set"]}):
+        patched = client.patch(path, json=body, headers=org.key_headers())
+        # Then it is answered as it is: still version 1, one benchmark, nothing more charged
+        assert patched.status_code == 200, patched.text
+        assert patched.json()["version"] == 1 and patched.json()["updated_at"] == schedule["updated_at"]
+    versions = client.get(f"{path}/versions", headers=org.key_headers()).json()["data"]
+    assert [v["version"] for v in versions] == [1]
+    benchmarks = client.get(f"{path}/versions/1/benchmarks", headers=org.key_headers()).json()["data"]
+    assert len(benchmarks) == 1
+    assert client.get("/v1/usage", headers=org.key_headers()).json() == balance
+    # And a real change still makes version 2
+    changed = client.patch(path, json={"description": "nightly"}, headers=org.key_headers())
+    assert changed.json()["version"] == 2
+
+
 def test_a_batch_not_made_by_the_schedule_is_not_excluded(client: TestClient, org: TestOrg) -> None:
     assert _schedule(client, org, golden_set=_golden()).status_code == 201
     batch = client.post(

@@ -176,11 +176,15 @@ class Schedules:
 
     def update(self, principal: Principal, schedule_id: str, command: UpdateSchedule) -> Schedule:
         """A change of definition makes a new version (the old one stays listed, its runs and
-        benchmarks keep their version number); a regression run follows when it has a golden set."""
+        benchmarks keep their version number); a regression run follows when it has a golden set.
+        A body that changes nothing (`{}`, or the fields as they are) is answered the schedule as
+        it is: no version, no run, nothing charged."""
         authorize(principal, "batches:create")
         current = self.get(principal, schedule_id)
         merged = command.over(current.defined())  # batch_options not given: the sealed webhook kept
         definition = self._checked(principal, schedule_id, merged, current=current)
+        if current.redefined(definition) == current:
+            return current
         now = self.clock.now()
         changed = replace(
             current.redefined(definition),
