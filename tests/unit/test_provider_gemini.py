@@ -19,6 +19,7 @@ from batchroute.providers.base import (
     ItemError,
     PermanentProviderError,
     ProviderRequest,
+    ProviderResult,
     ProviderUnavailable,
     StreamDelta,
     StreamEnd,
@@ -158,6 +159,30 @@ def test_blocked_answers_fail_for_good(name: str, says: str) -> None:
     assert says in result.error.message
     assert not result.transient_failure
     assert result.raw == body
+
+
+@pytest.mark.parametrize(
+    "finish", ["MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "MALFORMED_RESPONSE"]
+)
+def test_an_answer_the_model_could_not_form_is_a_transient_failure_not_a_billed_answer(finish: str) -> None:
+    # Given Gemini's answer that stops on a call it could not write (no parts, a prompt billed)
+    body = {
+        "candidates": [{"finishReason": finish, "index": 0}],
+        "usageMetadata": {"promptTokenCount": 2595, "totalTokenCount": 2595},
+        "modelVersion": MODEL,
+    }
+    # Then the item fails, to be tried again (or failed over), with nothing to charge
+    for result in (transform.generate_result("seq-0", body), _streamed(body)):
+        assert result.status == "failed" and result.transient_failure
+        assert result.error is not None and result.error.code == "model_output_malformed"
+        assert finish in result.error.message and result.usage == Usage(0, 0)
+
+
+def _streamed(body: dict[str, Any]) -> ProviderResult:
+    acc = transform.StreamAccumulator("seq-0")
+    acc.add(body)
+    assert acc.finished
+    return acc.result()
 
 
 def test_no_candidate_is_a_transient_failure() -> None:

@@ -53,6 +53,8 @@ Field map, answers (Gemini -> ours):
     a stream's functionCall parts        -> StreamDelta.tool_calls, each call whole in one
     promptFeedback.blockReason, finishReason SAFETY (and the other content filters)
                                          -> a failed result, error `content_blocked`
+    finishReason MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS,
+    MALFORMED_RESPONSE                   -> a transient failure `model_output_malformed`
     usageMetadata promptTokenCount (+ toolUsePromptTokenCount)   -> usage.prompt_tokens
     usageMetadata cachedContentTokenCount                        -> usage.cached_input_tokens
     usageMetadata candidatesTokenCount (+ thoughtsTokenCount)    -> usage.completion_tokens
@@ -138,6 +140,12 @@ BLOCKED_FINISHES: Final = frozenset(
         "IMAGE_PROHIBITED_CONTENT",
         "IMAGE_RECITATION",
     }
+)
+# Finish reasons that mean the model made no usable answer (a function call it could not
+# write, or one to a tool not offered, too many calls, a response it could not form): a
+# transient failure (tried again, or failed over), never a finished answer stored and billed.
+MALFORMED_FINISHES: Final = frozenset(
+    {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "MALFORMED_RESPONSE"}
 )
 # google.rpc.Code of a failed inlined batch response -> (our error code, transient).
 RPC_CODES: Final[dict[int, tuple[str, bool]]] = {
@@ -724,6 +732,12 @@ def generate_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
         error = base.ItemError("provider_bad_response", "Gemini answered without a candidate", transient=True)
         return base.ProviderResult.failure(custom_id, error, raw=dict(body))
     candidate = _mapping(candidates[0])
+    if candidate.get("finishReason") in MALFORMED_FINISHES:
+        finish = candidate["finishReason"]
+        error = base.ItemError(
+            "model_output_malformed", f"Gemini made no usable answer (finishReason {finish})", transient=True
+        )
+        return base.ProviderResult.failure(custom_id, error, raw=dict(body))
     parts = _mapping(candidate.get("content")).get("parts") or []
     output: dict[str, Any] = {
         "type": "message",
