@@ -44,6 +44,8 @@ is cheap.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import collections.abc
 import itertools
 import re
@@ -92,6 +94,15 @@ MAX_MESSAGES: Final = 100_000
 # request with more is refused (400 invalid_request_error). The preflight does not bound an
 # item's images per vendor yet: such an item fails on its Anthropic lane, as it would there.
 MAX_IMAGES: Final = 100
+# An image's bytes (base64 source): at most 5 MB, and of the media type the block names
+# ("Image does not match the provided media type image/png").
+MAX_IMAGE_BYTES: Final = 5 * 1024 * 1024
+IMAGE_SIGNATURES: Final[dict[str, tuple[bytes, int]]] = {  # media type: (first bytes, at offset)
+    "image/png": (b"\x89PNG\r\n\x1a\n", 0),
+    "image/jpeg": (b"\xff\xd8\xff", 0),
+    "image/gif": (b"GIF8", 0),
+    "image/webp": (b"WEBP", 8),
+}
 _SCALARS: Final = frozenset({"str", "int", "float", "bool", "none", "list", "dict", "bytes"})
 
 
@@ -368,13 +379,13 @@ def _message_rules(body: Mapping[str, Any], path: str) -> list[str]:
     found.extend(_turn_problems(list(body["messages"]), f"{path}.messages"))
     found.extend(_tool_problems(body, path))
     found.extend(_cache_control_problems(body, path))
-    images = sum(
-        1
-        for message in body["messages"]
-        if isinstance(message.get("content"), list)
-        for block in message["content"]
-        if isinstance(block, Mapping) and block.get("type") == "image"
-    )
+    images = 0
+    for turn, message in enumerate(body["messages"]):
+        for index, block in enumerate(message["content"] if isinstance(message.get("content"), list) else []):
+            if isinstance(block, Mapping) and block.get("type") == "image":
+                images += 1
+                where = f"{path}.messages.{turn}.content.{index}.image"
+                found.extend(_image_problems(block["source"], where))
     if images > MAX_IMAGES:
         found.append(f"{path}.messages: too many images ({images}); at most {MAX_IMAGES} images a request")
     return found
@@ -446,6 +457,23 @@ def _cache_control_problems(body: Mapping[str, Any], path: str) -> list[str]:
     if any(later > earlier for earlier, later in itertools.pairwise(ttls)):
         found.append(f"{path}: a cache_control ttl='1h' breakpoint must come before any ttl='5m' one")
     return found
+
+
+def _image_problems(source: Mapping[str, Any], where: str) -> list[str]:
+    """A base64 image's data: base64 that decodes, at most 5 MB, of its media type."""
+    if source.get("type") != "base64":
+        return []
+    try:
+        data = base64.b64decode(source["data"], validate=True)
+    except (binascii.Error, ValueError):
+        return [f"{where}.source.base64.data: invalid base64 data"]
+    size, media_type = len(data), source["media_type"]
+    if size > MAX_IMAGE_BYTES:
+        return [f"{where}.source.base64: image exceeds 5 MB maximum: {size} bytes > {MAX_IMAGE_BYTES} bytes"]
+    sign, at = IMAGE_SIGNATURES.get(media_type, (b"", 0))
+    if data[at : at + len(sign)] != sign:
+        return [f"{where}.source.base64.data: Image does not match the provided media type {media_type}"]
+    return []
 
 
 def _blocks(content: object) -> list[dict[str, Any]]:

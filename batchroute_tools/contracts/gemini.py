@@ -149,6 +149,7 @@ PART_DATA: Final = (
 ROLES: Final = frozenset({"user", "model"})
 RESPONSE_MIME_TYPES: Final = frozenset({"text/plain", "application/json", "text/x.enum"})
 SCHEMA_MIME_TYPES: Final = frozenset({"application/json", "text/x.enum"})
+JSON_MIME: Final = "application/json"
 MAX_STOP_SEQUENCES: Final = 5
 MAX_CANDIDATES: Final = 8
 MAX_EMBED_REQUESTS: Final = 100
@@ -197,6 +198,12 @@ def _generate(body: Any, path: str, out: Violations) -> None:
         # Gemini 2.x and 1.5 (the catalog's): a built-in tool and function declarations in one
         # request are refused, 400 INVALID_ARGUMENT (only Gemini 3 takes both, behind a flag)
         out.append(f"{_at(path, 'tools')}: Tool use with function calling is unsupported by the model.")
+    config = body.get("generationConfig")
+    json_answer = isinstance(config, Mapping) and config.get("responseMimeType") == JSON_MIME
+    if _list(body.get("tools")) and json_answer:
+        # Gemini 2.x and 1.5 answer JSON or call tools, not both: 400 INVALID_ARGUMENT
+        kind = "Function calling" if names else "Tool use"
+        out.append(f"{_at(path, 'tools')}: {kind} with a response mime type: '{JSON_MIME}' is unsupported")
     if "toolConfig" in body:
         _tool_config(body["toolConfig"], names, _at(path, "toolConfig"), out)
     if "safetySettings" in body:

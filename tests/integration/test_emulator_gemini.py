@@ -378,6 +378,11 @@ RICH = {
         # (no hosted tool beside them: Gemini 2.x refuses the mix, and routing keeps it away)
     ],
     "tool_choice": {"type": "function", "function": {"name": "lookup"}},
+    # (no JSON response_format beside the tools: Gemini 2.x refuses that mix too, and routing
+    # keeps it away, `tools_with_json_output`)
+}
+FORMATTED = {
+    "input": "Name a city.",
     "response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}},
 }
 GENERATE_PARTS: dict[str, type[pydantic.BaseModel]] = {
@@ -402,16 +407,20 @@ def check_generate_request(body: Mapping[str, Any]) -> None:
 def test_adapter_generate_requests_are_sdk_types(stack: Stack) -> None:
     sync = stack.sync()
     sync.complete(item(RICH))
+    sync.complete(item(FORMATTED))
     list(sync.stream(item({"input": "Stream.", "response_format": {"type": "json_object"}})))
-    other = {**RICH, "response_format": {"type": "json_schema", "json_schema": {"schema": {"$ref": "#/x"}}}}
+    other = {
+        **FORMATTED,
+        "response_format": {"type": "json_schema", "json_schema": {"schema": {"$ref": "#/x"}}},
+    }
     sync.complete(item(other))
     sent = [body for path, body in stack.sent if "Generate" in path or "generate" in path]
-    assert len(sent) == 3
+    assert len(sent) == 4
     for body in sent:
         check_generate_request(body)
-    config = sent[0]["generationConfig"]
+    config = sent[1]["generationConfig"]
     assert config["responseSchema"]["properties"]["rank"] == {"type": "INTEGER", "nullable": True}
-    assert sent[2]["generationConfig"]["responseJsonSchema"] == {"$ref": "#/x"}
+    assert sent[3]["generationConfig"]["responseJsonSchema"] == {"$ref": "#/x"}
     assert sent[0]["tools"][0]["functionDeclarations"][1]["parametersJsonSchema"] == {"$ref": "#/defs/x"}
 
 
@@ -456,7 +465,13 @@ def test_adapter_embedding_requests_are_sdk_types(stack: Stack) -> None:
 
 
 def test_adapter_batch_request_is_sdk_types(stack: Stack) -> None:
-    stack.batches().submit([item(RICH, custom_id="seq-0"), item({"input": "Two"}, custom_id="seq-1")])
+    stack.batches().submit(
+        [
+            item(RICH, custom_id="seq-0"),
+            item({"input": "Two"}, custom_id="seq-1"),
+            item(FORMATTED, custom_id="seq-2"),
+        ]
+    )
     ((path, body),) = stack.sent
     assert path == f"/v1beta/models/{MODEL}:batchGenerateContent"
     assert set(body) == {"batch"}
@@ -467,7 +482,7 @@ def test_adapter_batch_request_is_sdk_types(stack: Stack) -> None:
         assert set(entry) == {"request", "metadata"}
         check_generate_request(entry["request"])
         types.InlinedRequest.model_validate({"metadata": entry["metadata"]})
-    assert [e["metadata"]["key"] for e in inlined] == ["seq-0", "seq-1"]
+    assert [e["metadata"]["key"] for e in inlined] == ["seq-0", "seq-1", "seq-2"]
 
 
 # -- (c) the adapter against the emulator ------------------------------------------------------

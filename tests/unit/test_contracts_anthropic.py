@@ -377,3 +377,27 @@ def test_more_than_a_hundred_images_in_a_request_are_refused() -> None:
     assert request_violations("messages", with_images(101)) == [
         "$.messages: too many images (101); at most 100 images a request"
     ]
+
+
+def _image(media_type: str, data: bytes) -> dict[str, Any]:
+    import base64
+
+    source = {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode()}
+    return {
+        "role": "user",
+        "content": [{"type": "text", "text": "What is it?"}, {"type": "image", "source": source}],
+    }
+
+
+def test_an_image_must_be_its_media_type_and_at_most_5_mb() -> None:
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+    jpeg = b"\xff\xd8\xff\xe0" + b"\x00" * 32
+    where = "$.messages.0.content.1.image.source.base64"
+    assert message_violations(with_messages(_image("image/png", png))) == []
+    assert message_violations(with_messages(_image("image/png", jpeg))) == [
+        f"{where}.data: Image does not match the provided media type image/png"
+    ]
+    big = jpeg + b"\x00" * (5 * 1024 * 1024)
+    assert message_violations(with_messages(_image("image/jpeg", big))) == [
+        f"{where}: image exceeds 5 MB maximum: {len(big)} bytes > 5242880 bytes"
+    ]

@@ -40,7 +40,8 @@ WIDE = catalog(
     [provider("a"), provider("b")],
     [
         lane("a", window=10_000_000, max_output=1_000_000, tools=("web_search", "calculator"),
-             operations=("responses", "vision"), capabilities=("json_schema", "tool_calling")),
+             operations=("responses", "vision"),
+             capabilities=("json_schema", "tool_calling", "tools_with_json_output")),
         lane("b", window=10_000_000, max_output=1_000_000, operations=("responses", "vision")),
         lane("a", model=EMBED, operations=("embeddings",), window=10_000_000),
     ],
@@ -114,7 +115,7 @@ WIDE = _with_other_model(
     WIDE,
     operations=("responses", "vision"),
     tools=("web_search", "calculator"),
-    capabilities=("json_schema", "tool_calling"),
+    capabilities=("json_schema", "tool_calling", "tools_with_json_output"),
 )
 SMALL_ALL = _with_other_model(SMALL)
 

@@ -366,6 +366,30 @@ def test_an_image_gemini_cannot_take_has_no_lane_of_a_gemini_model() -> None:
     assert "any_image_type" in result.errors[0].message
 
 
+def test_tools_beside_a_json_answer_have_no_lane_of_a_gemini_model() -> None:
+    """Gemini 2.x and 1.5 refuse tools with responseMimeType application/json ("Function
+    calling with a response mime type: 'application/json' is unsupported"): an item with both
+    needs `tools_with_json_output`, which no lane of a Gemini model offers (OpenAI's do)."""
+    function = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}
+    cases = [
+        ("gemini-2.0-flash", {"tools": [function], "response_format": {"type": "json_object"}}, False),
+        ("gemini-2.0-flash", {"tools": [{"type": "web_search"}], "response_format": schema}, False),
+        ("gemini-2.0-flash", {"tools": [function], "text": {"format": {"type": "json_object"}}}, False),
+        ("gemini-2.0-flash", {"tools": [function]}, True),  # tools alone
+        ("gemini-2.0-flash", {"response_format": schema}, True),  # JSON alone
+        ("gpt-4o-mini", {"tools": [function], "response_format": schema}, True),
+    ]
+    for model, extra, routed in cases:
+        preflight = _builtin_preflight()
+        preflight.add_item(0, item(0, model=model, input=messages(**extra)))
+        result = preflight.result()
+        assert result.ok is routed, (model, extra)
+        if not routed:
+            assert codes(result) == [("tool_support", "capability_not_supported", "items[0].input")]
+            assert "tools_with_json_output" in result.errors[0].message
+
+
 def test_a_strict_function_has_no_lane_of_a_claude_model() -> None:
     """Claude 3.5 Haiku and Claude Sonnet 4 refuse a tool with `strict: true` (400 "does not
     support strict tools"): such an item needs a lane that holds output to a schema, which no

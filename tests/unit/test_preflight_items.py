@@ -3,6 +3,7 @@ model group's bounds on capped output."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -428,6 +429,38 @@ def test_an_image_whose_data_is_not_padded_base64_is_refused_for_every_lane(data
     part = {"type": "input_image", "image_url": f"data:image/png;base64,{data}"}
     body = {"messages": [{"role": "user", "content": [{"type": "input_text", "text": "what?"}, part]}]}
     assert problems_of(body) == [("invalid_field", "input.messages[0].content[1]")]
+
+
+PNG_BYTES = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+JPEG_BYTES = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01"
+WEBP_BYTES = b"RIFF\x24\x00\x00\x00WEBPVP8 "
+
+
+@pytest.mark.parametrize(
+    ("named", "data", "refused"),
+    [
+        ("png", JPEG_BYTES, "is a JPEG image, but its data: URL says image/png"),
+        ("jpeg", PNG_BYTES, "is a PNG image, but its data: URL says image/jpeg"),
+        ("gif", WEBP_BYTES, "is a WEBP image, but its data: URL says image/gif"),
+        ("webp", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3", "is not a JPEG, PNG, GIF or WebP image"),
+        ("png", PNG_BYTES, None),
+        ("jpeg", JPEG_BYTES, None),
+        ("webp", WEBP_BYTES, None),
+    ],
+)
+def test_an_image_whose_data_is_not_the_type_its_url_names_is_refused(
+    named: str, data: bytes, refused: str | None
+) -> None:
+    # Anthropic refuses it ("Image does not match the provided media type"), Bedrock too
+    url = f"data:image/{named};base64,{base64.b64encode(data).decode()}"
+    part = {"type": "image_url", "image_url": {"url": url}}
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "what?"}, part]}]}
+    facts, problems = read_item(item(0, input=body))
+    if refused is None:
+        assert not problems and facts is not None
+    else:
+        assert [(p.code, p.field) for p in problems] == [("invalid_field", "input.messages[0].content[1]")]
+        assert refused in problems[0].message
 
 
 @pytest.mark.parametrize(

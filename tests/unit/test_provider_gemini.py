@@ -1256,3 +1256,22 @@ def test_the_contract_refuses_function_declarations_beside_a_built_in_tool() -> 
     assert mixed == ["tools: Tool use with function calling is unsupported by the model."]
     assert request_violations("generateContent", {**body, "tools": [declarations]}) == []
     assert request_violations("generateContent", {**body, "tools": [{"codeExecution": {}}]}) == []
+
+
+def test_the_contract_refuses_tools_beside_a_json_answer() -> None:
+    from batchroute_tools.contracts.gemini import request_violations
+
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "generationConfig": {"responseMimeType": "application/json"},
+    }
+    functions = {**body, "tools": [{"functionDeclarations": [{"name": "get_weather"}]}]}
+    assert request_violations("generateContent", functions) == [
+        "tools: Function calling with a response mime type: 'application/json' is unsupported"
+    ]
+    search = {**body, "tools": [{"googleSearch": {}}]}
+    assert request_violations("generateContent", search) == [
+        "tools: Tool use with a response mime type: 'application/json' is unsupported"
+    ]
+    plain = {**functions, "generationConfig": {"responseMimeType": "text/plain"}}
+    assert request_violations("generateContent", plain) == []

@@ -89,6 +89,8 @@ _CAPABILITY_NAMES: Final = {
     "embedding_dimensions": "dimensions (embedding_dimensions: leave dimensions out for this model)",
     "functions_with_hosted_tools": "function tools beside hosted tools in one request "
     "(functions_with_hosted_tools: Gemini 2.x and 1.5 refuse the mix; send them apart or use another model)",
+    "tools_with_json_output": "tools beside a JSON answer format (tools_with_json_output: Gemini 2.x and "
+    "1.5 answer JSON or call tools, not both; drop one, or use another model)",
 }
 
 

@@ -23,6 +23,7 @@ SlaTier = Literal["flex", "standard", "priority"]
 # from the bytes; Gemini's lanes do not: domain/routing/images.py). `embedding_dimensions`: an
 # embeddings request's `dimensions` (text-embedding-3 and later; Gemini's outputDimensionality).
 # `functions_with_hosted_tools`: function tools beside hosted tools in one request (not Gemini 2.x).
+# `tools_with_json_output`: tools beside a JSON answer format in one request (not Gemini 2.x).
 RuntimeCapability = Literal[
     "tool_calling",
     "structured_outputs",
@@ -34,6 +35,7 @@ RuntimeCapability = Literal[
     "any_image_type",
     "embedding_dimensions",
     "functions_with_hosted_tools",
+    "tools_with_json_output",
 ]
 HostedTool = Literal["web_search", "python_execution", "calculator", "time", "file_search", "retrieval"]
 

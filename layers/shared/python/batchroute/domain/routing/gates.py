@@ -59,6 +59,7 @@ _CAPABILITY_MATCHES: Final[dict[str, frozenset[str]]] = {
     "any_image_type": frozenset({"any_image_type"}),
     "embedding_dimensions": frozenset({"embedding_dimensions"}),
     "functions_with_hosted_tools": frozenset({"functions_with_hosted_tools"}),
+    "tools_with_json_output": frozenset({"tools_with_json_output"}),
 }
 
 

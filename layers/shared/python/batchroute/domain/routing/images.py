@@ -8,12 +8,19 @@ and read the type from its bytes. Gemini does not: a `fileData` part carries the
 image types (`GEMINI_IMAGE_TYPES`). So an image whose type its URL does not tell, or tells as
 one Gemini does not take (a GIF), cannot be sent to a Gemini lane: `gemini_takes_image`.
 
+A `data:` URL's bytes must be of the type it names: Anthropic refuses an image whose bytes
+are not its `media_type` ("Image does not match the provided media type"), Bedrock an image
+whose bytes are not its `format`; `data_type_mismatch` reads the bytes' own type from their
+first bytes (the formats' signatures).
+
 Pure and deterministic: the extensions are a table here, not the host's `mimetypes`
 database (which differs between machines).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import urllib.parse
 from typing import Final
 
@@ -30,6 +37,14 @@ IMAGE_EXTENSIONS: Final[dict[str, str]] = {
     ".heic": "image/heic",
     ".heif": "image/heif",
 }
+# The first bytes of each image type a data: URL may carry (their formats' signatures).
+_SIGNATURES: Final[tuple[tuple[str, bytes, int], ...]] = (  # (type, bytes, at offset)
+    ("image/png", b"\x89PNG\r\n\x1a\n", 0),
+    ("image/jpeg", b"\xff\xd8\xff", 0),
+    ("image/gif", b"GIF8", 0),
+    ("image/webp", b"WEBP", 8),  # after "RIFF" and the length
+)
+_SIGNATURE_BYTES: Final = 12  # what every signature needs to be told apart
 # RFC 2397: a data: URL that names no media type is text/plain.
 _DATA_DEFAULT: Final = "text/plain"
 
@@ -51,3 +66,21 @@ def gemini_takes_image(url: str) -> bool:
     """Whether an image given by `url` can be sent to Gemini: its URL tells its type, and the
     type is one of Gemini's image types."""
     return image_media_type(url) in GEMINI_IMAGE_TYPES
+
+
+def data_type_mismatch(url: str) -> str | None:
+    """Why a base64 `data:` image URL's bytes are not the type it names: they begin as another
+    image type, or (12 bytes or more) as none of the four it may name. None when they are its
+    type, too short to tell, or for any other URL."""
+    if not url.startswith("data:") or ";base64," not in url:
+        return None
+    named = image_media_type(url)
+    try:  # 16 base64 characters: the first 12 bytes, enough for every signature
+        head = base64.b64decode(url.split(";base64,", 1)[1][:16] + "==")
+    except (binascii.Error, ValueError):
+        return None  # the item's own check refuses data that is not base64
+    actual = next((kind for kind, sign, at in _SIGNATURES if head[at : at + len(sign)] == sign), None)
+    if actual == named or (actual is None and len(head) < _SIGNATURE_BYTES):
+        return None
+    what = f"a {actual.split('/')[1].upper()} image" if actual else "not a JPEG, PNG, GIF or WebP image"
+    return f"The image's data is {what}, but its data: URL says {named}: give the image's own type."

@@ -12,7 +12,8 @@ runtime capabilities (`json_schema` for a structured-output schema or a `strict`
 `tool_calling` for custom functions or a conversation holding tool calls and their answers, `vision` for image
 parts in a `responses` item, `any_image_type` for an image whose URL tells no type or one
 Gemini does not take, `embedding_dimensions` for an embeddings item's `dimensions`,
-`functions_with_hosted_tools` for functions and hosted tools in one item).
+`functions_with_hosted_tools` for functions and hosted tools in one item,
+`tools_with_json_output` for tools declared beside a JSON answer format).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
 the preflight prefixes it with `items[<index>]`.
 """
@@ -33,7 +34,7 @@ from batchroute.domain.catalog.tokens import (
     utf8_len,
     value_bytes,
 )
-from batchroute.domain.routing.images import gemini_takes_image
+from batchroute.domain.routing.images import data_type_mismatch, gemini_takes_image
 from batchroute.domain.routing.prompt_cache import (
     MAX_TRACKED_PREFIXES,
     ItemPrefix,
@@ -48,6 +49,11 @@ HOSTED_TOOLS: Final[frozenset[str]] = frozenset(get_args(HostedTool))
 # (a GIF): lanes that read the type from the image's bytes offer it, Gemini's do not.
 ANY_IMAGE_TYPE: Final = "any_image_type"
 FUNCTIONS_WITH_HOSTED_TOOLS: Final = "functions_with_hosted_tools"
+# Tools (functions or hosted) declared beside a JSON answer (`json_object`, `json_schema`):
+# Gemini 2.x and 1.5 refuse the mix ("Function calling with a response mime type:
+# 'application/json' is unsupported").
+TOOLS_WITH_JSON_OUTPUT: Final = "tools_with_json_output"
+_JSON_FORMATS: Final = frozenset({"json_object", "json_schema"})
 # The runtime capability an embeddings item's `dimensions` needs: OpenAI takes it from
 # text-embedding-3 on (CreateEmbeddingRequest.dimensions), vLLM's hosts refuse it elsewhere.
 EMBEDDING_DIMENSIONS: Final = "embedding_dimensions"
@@ -429,6 +435,8 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
                 )
             )
     text_bytes += _read_output_format(payload, found, problems)
+    if payload.get("tools") and _asks_json(payload.get("response_format"), payload.get("text")):
+        found.capabilities.add(TOOLS_WITH_JSON_OUTPUT)
     if images:
         found.capabilities.add("vision")
     found.images = images
@@ -904,7 +912,7 @@ def _image_defect(part: dict[str, object]) -> str | None:
         )
     if detail is not None and detail not in _DETAILS:
         return "detail must be auto, low or high."
-    return None
+    return data_type_mismatch(image)
 
 
 def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
@@ -1188,6 +1196,13 @@ def _read_output_format(payload: dict[str, object], found: _Estimate, problems: 
         found.capabilities.add("json_schema")
         counted += value_bytes(schema)
     return counted
+
+
+def _asks_json(response_format: object, text: object) -> bool:
+    """Whether an item's chat `response_format` or Responses `text` asks for a JSON answer
+    (a format of type json_object or json_schema)."""
+    formats = (response_format, text.get("format") if isinstance(text, dict) else None)
+    return any(isinstance(spec, dict) and spec.get("type") in _JSON_FORMATS for spec in formats)
 
 
 def _check_format_keys(
