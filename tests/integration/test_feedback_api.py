@@ -172,6 +172,12 @@ def test_feedback_on_direct_and_queued_chat_completions(
     assert rated.status_code == 201 and rated.json()["provider"] == done["result"]["provider"]
     listed = client.get(PATH, params={"target_type": "chat_completion"}, headers=headers).json()["data"]
     assert {f["target"]["id"] for f in listed} == {completion["id"], queued_target["id"]}
+    # And the job's batch item is the same answer: not a second target to rate it by
+    as_item = {"type": "batch_item", "batch_id": job["batch_id"], "customer_item_id": "chat"}
+    again = _give(client, headers, {"target": as_item, "rating": 1})
+    assert _error(again)[:2] == (404, "feedback_target_not_found")
+    assert again.json()["error"]["details"]["chat_completion_id"] == queued_target["id"]
+    assert len(client.get(PATH, headers=headers).json()["data"]) == 2
 
 
 @pytest.mark.parametrize(

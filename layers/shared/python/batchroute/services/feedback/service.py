@@ -175,6 +175,14 @@ class FeedbackService:
             batch = self._batch(org_id, str(target.batch_id), target)
             if batch.source == "chat_direct":
                 raise target_not_found(target)
+            if batch.source == CHAT_SOURCE:  # one answer, one target: its chat completion's
+                completion_id = "chatcmpl-" + batch.batch_id.removeprefix("batch_")
+                raise NotFound(
+                    "This batch is a queued chat job: rate its answer as the chat completion "
+                    f"{completion_id}.",
+                    code="feedback_target_not_found",
+                    details={"field": "target.batch_id", "chat_completion_id": completion_id},
+                )
             row = self._result_row(batch, str(target.customer_item_id), target)
             if row.get("model"):
                 return str(row["model"]), str(row.get("provider") or UNSERVED)
