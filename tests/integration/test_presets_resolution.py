@@ -354,12 +354,16 @@ def test_a_chat_body_naming_an_unknown_preset_is_400(
     "version",
     ["evil@1\r\nSet-Cookie: service_ui_session=attacker", "triage@1\n", "\u20acuro@1", "triage", "x" * 5000],
 )
+@pytest.mark.parametrize("with_preset", [False, True])
 def test_a_chat_body_whose_preset_version_is_not_one_is_400_before_any_provider_call(
-    client: TestClient, org: TestOrg, version: str
+    client: TestClient, org: TestOrg, version: str, with_preset: bool
 ) -> None:
     # It is echoed in the x-service-preset header and recorded: a header injection, a 500
     # after the provider was paid (non-Latin-1), or any text recorded as a version, before.
     body = {"model": LLAMA, "messages": [{"role": "user", "content": "Hi"}], "preset_version": version}
+    if with_preset:  # beside a preset, whose expansion would replace it unseen
+        make_preset(client, org)
+        body["preset"] = "triage"
     response = client.post("/v1/chat/completions", json=body, headers=org.key_headers())
     assert response.status_code == 400, response.text
     error = response.json()["error"]

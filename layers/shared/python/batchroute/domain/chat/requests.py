@@ -141,13 +141,14 @@ def parse_chat_request(body: Any, catalog: Catalog) -> ChatRequest:
         privacy_tier=_privacy_tier(body.get("privacy_tier")),
         preferences=_preferences(body.get("provider_preferences"), catalog),
         queue=queue,
-        preset_version=_preset_version(body.get("preset_version")),
+        preset_version=preset_version_ref(body.get("preset_version")),
     )
 
 
-def _preset_version(value: object) -> str | None:
+def preset_version_ref(value: object) -> str | None:
     """The version a preset expanded the body from (`name@3`), as the expander or a retried
-    body gives it: nothing else (it is echoed in the `x-service-preset` header and recorded)."""
+    body gives it: nothing else (it is echoed in the `x-service-preset` header and recorded).
+    Read before a body's `preset` is expanded too, which would replace a bad one unseen."""
     if value is not None and not (isinstance(value, str) and PRESET_VERSION.fullmatch(value)):
         raise _invalid("preset_version", "preset_version must be a preset version (name@version).")
     return value

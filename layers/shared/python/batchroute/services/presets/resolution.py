@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.batches.preflight import Issue
+from batchroute.domain.chat.requests import preset_version_ref
 from batchroute.domain.presets.presets import PresetVersion, apply_preset, apply_preset_to_request
 from batchroute.errors import InvalidRequest
 
@@ -100,6 +101,7 @@ class PresetExpander:
         `preset`."""
         if not isinstance(body, dict) or body.get("preset") is None:
             return body
+        preset_version_ref(body.get("preset_version"))  # a bad one is refused, not replaced
         try:
             return apply_preset(body, self.lookup(body["preset"]))
         except InvalidRequest as refused:
