@@ -872,6 +872,19 @@ def test_a_metadata_work_order_id_that_is_no_wo_id_is_the_customers_own_tag(
         )
     assert missing.value.code == "work_order_not_found"
     assert missing.value.param == "metadata.work_order_id"  # the field's whole path, as docs/compat.md says
+    # And a closed one names the same path
+    order = client.post("/v1/work-orders", json={"name": "closed"}, headers=auth).json()
+    assert (
+        client.patch(f"/v1/work-orders/{order['id']}", json={"closed": True}, headers=auth).status_code == 200
+    )
+    with pytest.raises(openai.ConflictError) as closed:
+        vendor.batches.create(
+            input_file_id=file.id,
+            endpoint=CHAT,
+            completion_window="24h",
+            metadata={"work_order_id": order["id"]},
+        )
+    assert closed.value.code == "work_order_closed" and closed.value.param == "metadata.work_order_id"
 
 
 # -- listing and deleting files ------------------------------------------------------------------

@@ -174,9 +174,9 @@ class CompatBatches:
             if exc.code == "batch_preflight_failed":
                 raise _preflight_error(exc, request.endpoint) from exc
             raise
-        except NotFound as exc:  # the metadata's work order: named by its whole path
-            if exc.code == "work_order_not_found":
-                raise NotFound(
+        except (NotFound, Conflict) as exc:  # the metadata's work order: named by its whole path
+            if exc.code.startswith("work_order_"):  # not found, closed, full
+                raise type(exc)(
                     exc.message, code=exc.code, details={"param": "metadata.work_order_id"}
                 ) from exc
             raise
