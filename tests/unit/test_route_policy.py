@@ -155,6 +155,11 @@ def test_null_resets_a_field_and_the_diff_names_only_what_changed() -> None:
     assert after == {"provider_deny": []}
 
 
+def test_allow_and_deny_overlapping_is_reported_beside_the_other_problems() -> None:
+    body = {"provider_allow": ["cheap"], "provider_deny": ["cheap"], "routing_mode": "fastest-ish"}
+    assert {error["field"] for error in errors_of(body)} == {"routing_mode", "provider_deny"}
+
+
 def test_an_update_that_makes_allow_and_deny_overlap_is_refused() -> None:
     current = policy(provider_allow=("cheap",))
     with pytest.raises(InvalidRequest) as caught:

@@ -465,7 +465,7 @@ def parse_update(body: Any, catalog: Catalog) -> UpdateRoutePolicy:
         version=_version(body.get("version"), errors),
     )
     both = set(update.provider_allow) & set(update.provider_deny)
-    if both and not errors:
+    if both:  # beside any other problem: every problem in one answer
         message = f"{', '.join(sorted(both))} cannot be both allowed and denied."
         errors.append({"field": "provider_deny", "message": message})
     if errors:
