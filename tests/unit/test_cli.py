@@ -957,6 +957,28 @@ def test_quote_shows_lanes_chosen_and_rejected_with_reasons(
     assert "tool_support: No web_search. (also: capacity_full)" in out
 
 
+def test_quote_shows_whether_the_balance_covers_it_and_the_preflight_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    warning = {
+        "category": "billing",
+        "code": "spending_limit_exceeded",
+        "message": "This batch would take the month's spend past its soft limit.",
+    }
+    for available, sufficient, says in (("25.00", True, "(enough)"), ("0.01", False, "(not enough: top up")):
+        body = {
+            **quote_body(1),
+            "funding": {"available": {"currency": "usd", "amount": available}, "sufficient": sufficient},
+            "preflight": {"ok": True, "errors": [], "warnings": [warning]},
+        }
+        api = FakeAPI({"POST /v1/quotes/model": [httpx.Response(200, json=body)]})
+        assert run(api, "quote", str(path), tmp_path=tmp_path, width=200)[0] == 0
+        out = capsys.readouterr().out
+        assert f"{available} USD {says}" in out
+        assert "warning: spending_limit_exceeded: This batch would take the month's spend past" in out
+
+
 def test_chat_streams_the_answer_and_json_prints_the_completion(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

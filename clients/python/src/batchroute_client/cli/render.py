@@ -331,6 +331,7 @@ def quote_view(quote: Quote) -> list[Any]:
             ("service fee", money(price.service_fee)),
             ("discount", money(price.customer_discount)),
             ("total", Text(money(price.total), style="bold")),
+            *_funding(quote.raw.get("funding")),
         ]
     )
     columns = [
@@ -354,7 +355,28 @@ def quote_view(quote: Quote) -> list[Any]:
                 _rejection(rejection),
             ]
         )
-    return [summary, Grid(columns, rows, title="Lanes"), Text(quote.customer_explanation)]
+    warnings = (quote.raw.get("preflight") or {}).get("warnings") or []
+    return [
+        summary,
+        Grid(columns, rows, title="Lanes"),
+        Text(quote.customer_explanation),
+        *(_warning(warning) for warning in warnings if isinstance(warning, Mapping)),
+    ]
+
+
+def _funding(funding: object) -> list[tuple[str, Any]]:
+    """The quote's `funding` as a row: the balance, and whether it covers the total."""
+    if not isinstance(funding, Mapping) or "available" not in funding:
+        return []
+    enough = funding.get("sufficient")
+    verdict = Text(" (enough)", style="green") if enough else Text(" (not enough: top up first)", style="red")
+    return [("available", Text(money(funding.get("available"))) + verdict)]
+
+
+def _warning(warning: Mapping[str, Any]) -> Text:
+    """A preflight warning (a spending limit the batch would pass, a lane short of window)."""
+    where = f" ({warning['path']})" if warning.get("path") else ""
+    return Text(f"warning: {warning.get('code')}{where}: {warning.get('message') or ''}", style="yellow")
 
 
 def _rejection(rejection: Mapping[str, Any]) -> str:
