@@ -443,6 +443,10 @@ def test_settings_save_a_delivery_target_that_tests_ok_and_show_webhook_errors(
     expect(page.get_by_text("Retention saved.")).to_be_visible()
     page.reload()
     expect(page.get_by_label("Days (1-3650)")).to_have_value("30")
+    # And after the reload the target's last test reads as a line, not as raw JSON
+    last = page.get_by_role("row", name=re.compile(bucket)).get_by_role("status")
+    expect(last).to_contain_text("ok (console/batchroute-test-")
+    expect(last).not_to_contain_text("{")
 
 
 def test_the_keys_page_offers_only_the_roles_the_user_may_grant(

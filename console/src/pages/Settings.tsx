@@ -113,6 +113,13 @@ function DeliveryWebhook() {
   );
 }
 
+/** A target test's outcome as one line: `ok (key)` or `failed: code message`, and when. */
+function testOutcome(outcome: Schemas["LastTestOut"] | null | undefined): string {
+  if (!outcome) return "—";
+  const what = outcome.ok ? `ok (${outcome.key})` : `failed: ${outcome.error?.code ?? ""} ${outcome.error?.message ?? ""}`;
+  return `${what.trim()}, ${when(outcome.at)}`;
+}
+
 function DeliveryTargets() {
   const targets = useLoad(() => call(api.GET("/v1/delivery-targets")));
   const [draft, setDraft] = useState({ name: "", bucket: "", prefix: "", region: "", endpoint_url: "", access_key_id: "", secret_access_key: "" });
@@ -198,7 +205,7 @@ function DeliveryTargets() {
                   </td>
                   <td>…{t.access_key_id_last4}</td>
                   <td role="status">
-                    {result ? (result.ok ? `ok (${result.key})` : `failed: ${result.error?.code ?? ""} ${result.error?.message ?? ""}`) : t.last_test ? JSON.stringify(t.last_test) : "—"}
+                    {testOutcome(result ?? t.last_test)}
                   </td>
                   <td>
                     <button type="button" onClick={() => void test(t.id)}>
