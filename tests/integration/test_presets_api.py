@@ -405,6 +405,13 @@ def test_every_problem_is_named_by_its_field_path(client: TestClient, org: TestO
         ({"model": MODEL, "parameters": {"stop": ["a", "b", "c", "d", "e"]}}, "parameters.stop"),
         ({"model": MODEL, "routing": {"region": ""}}, "routing.region"),
         ({"model": MODEL, "parameters": "hot"}, "parameters"),
+        (  # an embeddings model gives no text answer to score: its regression would never run
+            {
+                "model": "text-embedding-3-small",
+                "golden_set": {"items": [{"input": "a", "expected": "b"}], "scorer": "exact"},
+            },
+            "golden_set.model",
+        ),
     ],
 )
 def test_each_rule_names_its_field(

@@ -159,6 +159,16 @@ def test_create_read_list_and_versions(client: TestClient, org: TestOrg) -> None
             {"golden_set": {"model": "nope", "items": [{"input": "a", "expected": "b"}], "scorer": "exact"}},
             "golden_set.model",
         ),
+        (  # an embeddings model gives no text answer to score: its regression would never run
+            {
+                "golden_set": {
+                    "model": "text-embedding-3-small",
+                    "items": [{"input": "a", "expected": "b"}],
+                    "scorer": "exact",
+                }
+            },
+            "golden_set.model",
+        ),
         ({"surprise": 1}, "surprise"),
     ],
 )

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
+from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.routing.items import read_item
 from batchroute.errors import InvalidRequest
 from batchroute.money import MoneyView
@@ -237,6 +238,18 @@ def parse_golden_set(raw: object, *, field: str = "golden_set") -> GoldenSet | N
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
         raise _invalid(f"{field}.threshold", "threshold is the share of items that must pass: 0 to 1.")
     return GoldenSet(model=model, items=items, scorer=scorer, threshold=float(threshold))
+
+
+def golden_model_problem(model: str, catalog: Catalog) -> str | None:
+    """Why a golden set cannot run on `model` (None when it can): an unknown model, or one
+    that does not answer the responses operation (an embeddings model: a regression run
+    scores text answers, and would never run)."""
+    known = catalog.model(model)
+    if known is None:
+        return f"Unknown model {model!r}: an exact catalog model id."
+    if "responses" not in known.operations:
+        return f"{model} gives no text answer to score (a golden set needs a responses model)."
+    return None
 
 
 def golden_set_from_api(raw: GoldenSetView) -> GoldenSet:

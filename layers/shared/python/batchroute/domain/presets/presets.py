@@ -23,7 +23,7 @@ from typing import Any, Final, Literal, TypedDict, TypeGuard
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, WorkflowProduct
-from batchroute.domain.presets.golden_sets import GoldenSetView, parse_golden_set
+from batchroute.domain.presets.golden_sets import GoldenSetView, golden_model_problem, parse_golden_set
 from batchroute.domain.routing.gates import RouteRequest
 from batchroute.domain.routing.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST, OUTPUT_LIMIT_KEYS
 from batchroute.errors import InvalidRequest
@@ -422,8 +422,9 @@ def _golden_set(
         return None
     if golden is None:
         return None
-    if catalog.model(golden.model) is None:
-        problems.append(("golden_set.model", f"Unknown model {golden.model!r}: an exact catalog model id."))
+    problem = golden_model_problem(golden.model, catalog)
+    if problem is not None:
+        problems.append(("golden_set.model", problem))
         return None
     if model is not None and golden.model != model:
         problems.append(("golden_set.model", f"golden_set.model must be the preset's model ({model})."))

@@ -24,7 +24,7 @@ from batchroute.domain.batches.pages import fitting, row_bytes
 from batchroute.domain.batches.record import SurfaceFields
 from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.delivery.webhook_targets import webhook_target_problems
-from batchroute.domain.presets.golden_sets import RegressionRunView
+from batchroute.domain.presets.golden_sets import RegressionRunView, golden_model_problem
 from batchroute.domain.routing.gates import Exclusions, GateFailure
 from batchroute.domain.schedules.eventbridge import eventbridge_expression
 from batchroute.domain.schedules.schedules import (
@@ -442,12 +442,9 @@ class Schedules:
         )
         eventbridge_expression(definition.expression)  # the AWS trigger runs it (400 if it cannot)
         golden = definition.golden_set
-        if golden is not None and self.catalog.model(golden.model) is None:
-            raise InvalidRequest(
-                f"Unknown model {golden.model}.",
-                code="invalid_schedule",
-                details={"field": "golden_set.model"},
-            )
+        problem = golden_model_problem(golden.model, self.catalog) if golden is not None else None
+        if problem is not None:
+            raise InvalidRequest(problem, code="invalid_schedule", details={"field": "golden_set.model"})
         return replace(definition, batch_options=options)
 
     def _sealed_webhook(
