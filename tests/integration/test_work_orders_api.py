@@ -268,6 +268,29 @@ def test_a_batch_attached_while_it_settles_is_counted_once(
     assert again == once
 
 
+def test_a_queued_chat_job_joins_by_its_batch_id_as_by_its_job_id(client: TestClient, org: TestOrg) -> None:
+    # Given two queued chat jobs, each showing its job id and its batch id
+    body = {"model": LLAMA, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "batch": True}
+    jobs = [
+        client.post("/v1/chat/completions", json=body, headers=org.key_headers()).json() for _ in range(2)
+    ]
+    wo = _create(client, org, {}).json()["id"]
+    # When one is attached by its batch id and the other by its job id
+    for job, given in zip(
+        jobs, ({"batch_id": jobs[0]["batch_id"]}, {"chat_job_id": jobs[1]["id"]}), strict=True
+    ):
+        added = client.post(f"{PATH}/{wo}/members", json=given, headers=org.key_headers())
+        # Then each joins as the chat job it is
+        assert added.status_code == 200, added.text
+        member = added.json()["member"]
+        assert member["kind"] == "chat_job" and member["chat_job_id"] == job["id"]
+    # And a job id still names only a chat job
+    batch_id = _batch(client, org, [item(0)], "wo-job-ids-1").json()["batch"]["id"]
+    job_id = "chatjob_" + batch_id.removeprefix("batch_")
+    missing = client.post(f"{PATH}/{wo}/members", json={"chat_job_id": job_id}, headers=org.key_headers())
+    assert _error(missing) == (404, "chat_job_not_found", "chat_job_id")
+
+
 def test_attach_an_existing_batch_running_or_settled_and_close(
     client: TestClient, org: TestOrg, stack: LocalStack
 ) -> None:

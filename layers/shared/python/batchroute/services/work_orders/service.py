@@ -208,7 +208,8 @@ class WorkOrders:
         batch_id = batch_id_for(given_id) if kind == "chat_job" else given_id
         batch = self.batches.get(batch_id) if batch_id else None
         field_name = "chat_job_id" if kind == "chat_job" else "batch_id"
-        if batch is None or (kind == "chat_job") != (batch.source == CHAT_SOURCE):
+        # a batch_id names any batch of the org, a queued chat job's too (it joins as the job)
+        if batch is None or (kind == "chat_job" and batch.source != CHAT_SOURCE):
             raise NotFound(
                 f"No such {kind.replace('_', ' ')}.",
                 code="batch_not_found" if kind == "batch" else "chat_job_not_found",
