@@ -1316,3 +1316,15 @@ def test_the_receipt_shows_what_routing_saved_against_the_reference_prices(
     api = FakeAPI({f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=receipt)]})
     assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=160)[0] == 0
     assert "saved vs list" not in capsys.readouterr().out
+
+
+def test_a_refusal_asking_for_a_long_wait_says_how_long(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a 429 whose Retry-After is longer than the client waits (it is raised at once)
+    api = FakeAPI({"GET /v1/batches/batch_1": [error(429, "rate_limited", {"Retry-After": "3700"})]})
+    # Then stderr says how long to wait, and --json carries the seconds
+    assert run(api, "status", "batch_1", tmp_path=tmp_path)[0] == 1
+    assert "  retry after: 62 min" in capsys.readouterr().err
+    assert run(api, "status", "batch_1", "--json", tmp_path=tmp_path)[0] == 1
+    assert json.loads(capsys.readouterr().out)["error"]["retry_after_seconds"] == 3700

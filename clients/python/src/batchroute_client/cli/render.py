@@ -82,9 +82,20 @@ def error_line(exc: APIError) -> str:
         lines.extend(_preflight_lines(preflight))
     else:
         lines.extend(_detail_lines(details))
+    if exc.retry_after is not None:  # a wait longer than the client's own retries take
+        lines.append(f"  retry after: {_duration(exc.retry_after)}")
     if exc.request_id:
         lines.append(f"  request id: {exc.request_id}")
     return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    """`45 s`, `12 min`, `2 h 5 min`: a wait as a person reads it (rounded up)."""
+    whole = max(0, int(-(-seconds // 1)))
+    if whole < 120:
+        return f"{whole} s"
+    minutes = -(-whole // 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def _preflight_lines(preflight: Mapping[str, Any]) -> list[str]:
@@ -131,7 +142,10 @@ def _issue_line(issue: Any) -> str:
 
 
 def error_document(exc: APIError) -> dict[str, Any]:
-    return {"error": {"status": exc.status, "code": exc.code, "message": exc.message, "details": exc.details}}
+    error = {"status": exc.status, "code": exc.code, "message": exc.message, "details": exc.details}
+    if exc.retry_after is not None:
+        error["retry_after_seconds"] = exc.retry_after
+    return {"error": error}
 
 
 def unexpected_document(exc: UnexpectedResponse) -> dict[str, Any]:
