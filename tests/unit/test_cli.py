@@ -1185,6 +1185,16 @@ def test_every_table_stays_readable_at_80_columns_when_piped(
     out = capsys.readouterr().out
     assert_readable(out, 120, LLAMA, "groq", words=(REASON,)) and "not shown" not in out
 
+    # Narrower than the columns always shown (a split pane): one record a block, nothing cut
+    narrow = {"BATCHROUTE_API_KEY": KEY, "BATCHROUTE_BASE_URL": BASE, "COLUMNS": "46"}
+    assert run(api, "list", tmp_path=tmp_path, env=narrow)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 46, f"id: {BATCH_ID}", "state: processing") and "not shown" not in out
+    assert run(api, "quote", str(path), tmp_path=tmp_path, env=narrow)[0] == 0
+    assert_readable(capsys.readouterr().out, 46, QUOTE_ID, LLAMA, "fireworks-ai", "0.02 USD")
+    assert run(api, "items", BATCH_ID, tmp_path=tmp_path, env=narrow)[0] == 0
+    assert_readable(capsys.readouterr().out, 46, "request-000001", "together-ai", words=(error_text,))
+
 
 def test_the_table_width_is_the_terminals_else_columns_else_80() -> None:
     assert Runtime(width=100, is_terminal=lambda: True).columns() == 100

@@ -211,7 +211,32 @@ class Grid:
         ):
             if _minimum(console, self._table(sorted([*shown, candidate]))) <= width:
                 shown = sorted([*shown, candidate])
-        return self._table(shown)
+        table = self._table(shown)
+        if self.plain:  # a fields list: its widest word (an id, an amount) must fit beside the names
+            names = max((_text_len(row[0]) for row in self.rows), default=0)
+            words = max((cell_len(word) for row in self.rows for word in _plain(row[-1]).split()), default=0)
+            return table if names + 2 + words <= width else self._stacked()
+        if _minimum(console, table) <= width:
+            return table
+        return self._stacked()  # not even the columns always shown fit: one record a block
+
+    def _stacked(self) -> Table:
+        """Every row as a block of `header: value` lines, blocks apart by a blank line: every
+        column is shown, and an id or an amount stays on its line wherever it fits beside its
+        header (past that it folds onto the next line: never cut)."""
+        table = Table(show_header=False, box=None, title=self.title, title_justify="left", pad_edge=False)
+        table.add_column(overflow="fold")
+        if self.plain:  # a fields list is one record: `name: value` a line
+            for name, value in self.rows:
+                table.add_row(Text(f"{_plain(name)}: ", style="bold") + _rich(value))
+            return table
+        for number, row in enumerate(self.rows):
+            if number:
+                table.add_row("")
+            for column, cell in zip(self.columns, row, strict=True):
+                label = Text(f"{column.header}: " if column.header else "", style="bold")
+                table.add_row(label + _rich(cell))
+        return table
 
     def _table(self, shown: list[int]) -> Table:
         hidden = [column.header for i, column in enumerate(self.columns) if i not in shown]
@@ -242,6 +267,18 @@ class Grid:
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self.table(console, options.max_width))
+
+
+def _plain(cell: Cell) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
+
+
+def _rich(cell: Cell) -> Text:
+    return cell if isinstance(cell, Text) else Text(cell)
+
+
+def _text_len(cell: Cell) -> int:
+    return max((cell_len(line) for line in _plain(cell).splitlines()), default=0)
 
 
 def _least(cells: Iterable[Cell], flex: bool) -> int:
