@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import math
 
 from hypothesis import given
@@ -60,7 +61,8 @@ def test_every_message_adds_its_overhead() -> None:
 
 def test_an_image_part_costs_a_fixed_amount_whatever_the_data_url_size() -> None:
     # Given two items with the same text, one also carrying a large base64 image
-    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 300_000}}
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 224_992).decode()  # 300,000 characters
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png}}
     text_only = estimate(chat([{"type": "text", "text": "What is this?"}]))
     with_image = estimate(chat([{"type": "text", "text": "What is this?"}, image]))
     # Then the image adds exactly the fixed per-image cost: pixels, not bytes, are billed

@@ -67,6 +67,7 @@ class LaneDefaults:
     exposed_capabilities: tuple[RuntimeCapability, ...] | None  # None: all of the model's
     max_embedding_request_tokens: int | None = None  # the embeddings lanes' summed-token limit
     max_images: int | None = None  # the most images one request of a vision lane may hold
+    max_image_bytes: int | None = None  # the most bytes one image may hold
 
 
 def load_catalog(folder: Traversable | None = None) -> Catalog:
@@ -144,6 +145,9 @@ def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefault
                 max_embedding_request_tokens=_request_tokens(defaults),
                 max_images=defaults.integer("max_images_per_request", minimum=1)
                 if defaults.has("max_images_per_request")
+                else None,
+                max_image_bytes=defaults.integer("max_image_bytes", minimum=1)
+                if defaults.has("max_image_bytes")
                 else None,
             ),
         )
@@ -260,6 +264,7 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
             defaults.max_embedding_request_tokens if "embeddings" in operations else None
         ),
         max_images=defaults.max_images,
+        max_image_bytes=defaults.max_image_bytes,
     )
 
 

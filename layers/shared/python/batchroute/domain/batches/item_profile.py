@@ -47,7 +47,7 @@ from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.domain.routing.prompt_cache import SharedPrefixView, run_views, runs_of
 
 PROFILE_VERSION: Final = 1
-FACTS_REVISION: Final = 7  # bump when read_item's facts of an item change
+FACTS_REVISION: Final = 8  # bump when read_item's facts of an item change
 FACTS: Final = (
     f"{FACTS_REVISION}:{tokens.BYTES_PER_TOKEN}:{tokens.TOKENS_PER_MESSAGE}:{tokens.TOKENS_PER_REQUEST}:"
     f"{tokens.TOKENS_PER_IMAGE}:{tokens.DEFAULT_OUTPUT_TOKENS}:{tokens.EMBEDDING_OUTPUT_TOKENS}"
@@ -75,6 +75,7 @@ _GROUP_FIELDS: Final = (
     "largest_dimensions",
     "max_embedding_prompt_tokens",
     "max_images",
+    "max_image_bytes",
 )
 
 
@@ -93,6 +94,7 @@ class ModelProfile:
     largest_dimensions: int
     max_embedding_prompt_tokens: int  # embeddings: the largest prompt of one item, inputs summed
     max_images: int  # the most image parts one item holds
+    max_image_bytes: int  # the largest data: image of any item
     operations: frozenset[str]
     tools: Mapping[str, int]
     capabilities: Mapping[str, int]

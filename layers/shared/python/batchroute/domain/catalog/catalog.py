@@ -179,6 +179,9 @@ class Lane:
     # Vision: the most images one request may hold, where the vendor documents such a limit
     # (Anthropic 100, Bedrock Converse 20); None: none but the context window.
     max_images: int | None = None
+    # Vision: the most bytes one image may hold, where the vendor documents such a limit
+    # (Anthropic 5 MB, Bedrock Converse 3.75 MB); None: none. Known of data: images only.
+    max_image_bytes: int | None = None
 
     @property
     def lane_id(self) -> str:

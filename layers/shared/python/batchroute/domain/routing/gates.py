@@ -363,10 +363,23 @@ def _capabilities_gate(lane: Lane, group: ModelGroup) -> GateFailure | None:
     )
 
 
+# A lane's image limits: (the details' keys, and what the refusal says).
+_IMAGE_COUNT: Final = (
+    "needed_images",
+    "image_limit",
+    "The largest item holds {needed:,} images; the lane takes at most {limit:,} a request.",
+)
+_IMAGE_BYTES: Final = (
+    "needed_image_bytes",
+    "image_bytes_limit",
+    "The largest image is {needed:,} bytes; the lane takes at most {limit:,} bytes an image.",
+)
+
+
 def _context_gate(lane: Lane, group: ModelGroup, demand: LaneDemand) -> GateFailure | None:
     """The largest item must fit the lane's window (for embeddings, its largest input) and,
     on a lane with a per-request limit, an embeddings item's inputs summed must fit it, and
-    an item's images the lane's image limit."""
+    an item's images the lane's image limits (how many, how large)."""
     if demand.context_tokens > lane.context_window:
         return GateFailure(
             "context_window_exceeded",
@@ -374,13 +387,13 @@ def _context_gate(lane: Lane, group: ModelGroup, demand: LaneDemand) -> GateFail
             f"the lane's context window is {lane.context_window}.",
             {"needed_tokens": demand.context_tokens, "context_window": lane.context_window},
         )
-    if lane.max_images is not None and group.max_images > lane.max_images:
-        return GateFailure(
-            "context_window_exceeded",
-            f"The largest item holds {group.max_images} images; the lane takes at most "
-            f"{lane.max_images} a request.",
-            {"needed_images": group.max_images, "image_limit": lane.max_images},
-        )
+    for needed, limit, (needed_key, limit_key, says) in (
+        (group.max_images, lane.max_images, _IMAGE_COUNT),
+        (group.max_image_bytes, lane.max_image_bytes, _IMAGE_BYTES),
+    ):
+        if limit is not None and needed > limit:
+            message = says.format(needed=needed, limit=limit)
+            return GateFailure("context_window_exceeded", message, {needed_key: needed, limit_key: limit})
     limit, needed = lane.max_embedding_request_tokens, group.max_embedding_prompt_tokens
     if limit is None or needed <= limit:
         return None

@@ -84,3 +84,12 @@ def data_type_mismatch(url: str) -> str | None:
         return None
     what = f"a {actual.split('/')[1].upper()} image" if actual else "not a JPEG, PNG, GIF or WebP image"
     return f"The image's data is {what}, but its data: URL says {named}: give the image's own type."
+
+
+def data_image_bytes(url: str) -> int:
+    """The decoded size of a base64 `data:` URL's bytes (0 for any other URL: its size is
+    the host's to tell)."""
+    if not url.startswith("data:") or ";base64," not in url:
+        return 0
+    data = url.split(";base64,", 1)[1]
+    return len(data) * 3 // 4 - len(data) + len(data.rstrip("="))

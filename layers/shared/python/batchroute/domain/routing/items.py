@@ -34,7 +34,7 @@ from batchroute.domain.catalog.tokens import (
     utf8_len,
     value_bytes,
 )
-from batchroute.domain.routing.images import data_type_mismatch, gemini_takes_image
+from batchroute.domain.routing.images import data_image_bytes, data_type_mismatch, gemini_takes_image
 from batchroute.domain.routing.prompt_cache import (
     MAX_TRACKED_PREFIXES,
     ItemPrefix,
@@ -258,6 +258,7 @@ class ItemFacts(NamedTuple):
     prefix: ItemPrefix | None = None  # the cacheable prefix, when long enough (prompt_cache.py)
     dimensions: int = 0  # embeddings: the vector size asked for (`input.dimensions`); 0: the model's
     images: int = 0  # image parts: a lane's `max_images` bounds them (one request holds them all)
+    image_bytes: int = 0  # the largest data: image's bytes: a lane's `max_image_bytes` bounds it
 
     @property
     def request_tokens(self) -> int:
@@ -318,6 +319,7 @@ def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
             prefix=None if operation == "embeddings" else item_prefix(payload),
             dimensions=estimate.dimensions,
             images=estimate.images,
+            image_bytes=estimate.image_bytes,
             window_prompt_tokens=estimate.prompt_tokens
             if estimate.window_tokens < 0
             else estimate.window_tokens,
@@ -348,6 +350,7 @@ class ModelGroup:
     # lane's `max_embedding_request_tokens` bounds it, as `max_prompt_tokens` its window)
     max_embedding_prompt_tokens: int = 0
     max_images: int = 0  # the most image parts one item holds (a lane's `max_images` bounds it)
+    max_image_bytes: int = 0  # the largest data: image of any item (a lane's `max_image_bytes`)
     operations: set[str] = field(default_factory=set)
     tools: dict[str, int] = field(default_factory=dict)  # hosted tool -> first item index needing it
     capabilities: dict[str, int] = field(default_factory=dict)  # capability -> first item index
@@ -367,6 +370,7 @@ class ModelGroup:
         self.largest_dimensions = max(self.largest_dimensions, facts.dimensions)
         self.max_embedding_prompt_tokens = max(self.max_embedding_prompt_tokens, facts.request_tokens)
         self.max_images = max(self.max_images, facts.images)
+        self.max_image_bytes = max(self.max_image_bytes, facts.image_bytes)
         self.operations.add(facts.operation)
         for tool in facts.tools:
             self.tools.setdefault(tool, index)
@@ -408,6 +412,7 @@ class _Estimate:
     dimensions: int = 0  # embeddings: `input.dimensions`, when given
     window_tokens: int = -1  # embeddings: the largest single input's tokens; -1: the whole prompt
     images: int = 0  # image parts in the conversation
+    image_bytes: int = 0  # the largest data: image's decoded bytes (an http(s) image's are unknown)
 
 
 def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
@@ -492,6 +497,8 @@ def _read_turns(
         # The history is sent as tool turns, which only a lane with tool calling takes
         # (Llama's batch prompt on Bedrock has no place for them), tools declared or not.
         found.capabilities.add("tool_calling")
+    if images:
+        found.image_bytes = max(map(data_image_bytes, _image_urls(conversation)), default=0)
     if images and not all(gemini_takes_image(url) for url in _image_urls(conversation)):
         # Gemini must be told an image's type, and takes only its own (domain/routing/images.py):
         # an image whose URL tells none, or a GIF, goes only to lanes that read any image type.
