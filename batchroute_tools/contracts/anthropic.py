@@ -26,7 +26,10 @@ unknown keys of a TypedDict), and:
 - every client `tool_use` is answered by a `tool_result` in the next turn, every
   `tool_result` answers a `tool_use` of the turn before, and tool results come first in
   their turn;
-- tool names are unique; a `tool` choice names a declared tool; a web search takes
+- tool names are unique; a `tool` choice names a declared tool, and an `any` or `tool`
+  choice comes with tools; `tool_use` ids (and the `tool_use_id` answering one) are
+  `[a-zA-Z0-9_-]+`; extended thinking's `budget_tokens` is at least 1,024 and below
+  `max_tokens`; a web search takes
   `allowed_domains` or `blocked_domains`, not both, and `max_uses` of at least 1;
 - stop sequences carry non-whitespace text;
 - cache breakpoints (`cache_control` on tools, system and message blocks, and the top-level
@@ -88,6 +91,8 @@ HEADER_PARAMS: Final = frozenset({"user_profile_id", "workspace_id"})
 TOOL_BETAS: Final[dict[str, str]] = {"code_execution_20250522": "code-execution-2025-05-22"}
 CUSTOM_ID: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+TOOL_USE_ID: Final = re.compile(r"[a-zA-Z0-9_-]+")
+MIN_THINKING_BUDGET: Final = 1024
 MAX_BATCH_REQUESTS: Final = 100_000
 MAX_MESSAGES: Final = 100_000
 # Anthropic's vision guide: up to 100 images a request on the API (200k-window models); a
@@ -571,8 +576,25 @@ def _tool_problems(body: Mapping[str, Any], path: str) -> list[str]:
             if uses is not None and uses < 1:
                 found.append(f"{path}.tools[{index}].max_uses: should be at least 1")
     choice = body.get("tool_choice")
-    if isinstance(choice, Mapping) and choice.get("type") == "tool" and choice.get("name") not in names:
+    if isinstance(choice, Mapping) and choice.get("type") in ("any", "tool") and not tools:
+        found.append(f"{path}.tool_choice: tool_choice may only be specified while providing tools")
+    elif isinstance(choice, Mapping) and choice.get("type") == "tool" and choice.get("name") not in names:
         found.append(f"{path}.tool_choice.name: {choice.get('name')!r} names no tool in tools")
+    for turn, message in enumerate(body["messages"]):
+        for index, block in enumerate(_blocks(message.get("content"))):
+            key = {"tool_use": "id", "tool_result": "tool_use_id"}.get(str(block.get("type")))
+            if key is not None and not TOOL_USE_ID.fullmatch(str(block.get(key))):
+                where = f"{path}.messages.{turn}.content.{index}.{block['type']}.{key}"
+                found.append(f"{where}: String should match pattern '^[a-zA-Z0-9_-]+$'")
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, int) and budget < MIN_THINKING_BUDGET:
+            found.append(
+                f"{path}.thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+            )
+        elif isinstance(budget, int) and budget >= body["max_tokens"]:
+            found.append(f"{path}: `max_tokens` must be greater than `thinking.budget_tokens`")
     return found
 
 

@@ -87,7 +87,41 @@ def test_a_good_body_has_no_violations_and_an_unknown_operation_is_an_error() ->
             {**GOOD, "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 0}]},
             "$.tools[0].max_uses: should be at least 1",
         ),
-        ({**GOOD, "tool_choice": {"type": "tool", "name": "f"}}, "$.tool_choice.name: 'f' names no tool"),
+        (
+            {
+                **GOOD,
+                "tools": [{"name": "g", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "tool", "name": "f"},
+            },
+            "$.tool_choice.name: 'f' names no tool",
+        ),
+        (
+            {**GOOD, "tool_choice": {"type": "any"}},
+            "$.tool_choice: tool_choice may only be specified while providing tools",
+        ),
+        (
+            with_messages(
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "call:1", "name": "f", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "call:1", "content": "sunny"}],
+                },
+                tools=[{"name": "f", "input_schema": {"type": "object"}}],
+            ),
+            "$.messages.1.content.0.tool_use.id: String should match pattern",
+        ),
+        (
+            {**GOOD, "max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 512}},
+            "$.thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+        ),
+        (
+            {**GOOD, "max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 2000}},
+            "$: `max_tokens` must be greater than `thinking.budget_tokens`",
+        ),
     ],
 )
 def test_what_the_api_refuses(body: Any, expected: str) -> None:
