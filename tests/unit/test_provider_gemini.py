@@ -727,6 +727,26 @@ def test_complete_posts_generate_content_with_the_key() -> None:
     assert "key" not in seen[0].url.params
 
 
+def test_a_stream_that_ends_on_a_malformed_finish_raises_instead_of_ending_as_an_answer() -> None:
+    # Given a stream whose one chunk is Gemini saying it could not write the call it meant
+    chunk = {
+        "candidates": [{"finishReason": "MALFORMED_FUNCTION_CALL", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+        "modelVersion": MODEL,
+    }
+
+    def route(sent: httpx.Request) -> httpx.Response:
+        body = f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    events = GeminiModels("google", http(route)).stream(request({"input": "Weather in Paris?"}))
+    # Then the stream starts, and ends in a transient error, not a StreamEnd with no answer
+    assert isinstance(next(events), StreamStart)
+    with pytest.raises(TransientProviderError) as raised:
+        list(events)
+    assert raised.value.code == "model_output_malformed"
+
+
 def test_many_embeddings_go_in_calls_of_a_hundred() -> None:
     sizes: list[int] = []
 

@@ -249,6 +249,17 @@ class StreamEnd:
     result: ProviderResult
     kind: Literal["end"] = "end"
 
+    @classmethod
+    def of(cls, result: ProviderResult) -> StreamEnd:
+        """The end of a stream whose answer is `result`; a failed one (a malformed answer, a
+        refusal the last chunk carries) is raised instead, so no stream ends as an answer
+        that is not one (direct chat would send and charge it as completed)."""
+        if result.status == "failed":
+            error = result.error or ItemError("provider_bad_response", "the stream ended without an answer")
+            kind = TransientProviderError if error.transient else PermanentProviderError
+            raise kind(error.message, code=error.code)
+        return cls(result)
+
     @property
     def usage(self) -> Usage:
         return self.result.usage

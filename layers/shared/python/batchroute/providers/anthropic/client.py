@@ -105,7 +105,7 @@ class AnthropicMessages(_Adapter):
                     if acc.message.get("stop_reason") == transform.PAUSED:  # not continued: no answer
                         paused = transform.paused_error()
                         raise base.TransientProviderError(paused.message, code=paused.code)
-                    yield base.StreamEnd(acc.result())
+                    yield base.StreamEnd.of(acc.result())
                     return
         raise base.TransientProviderError(
             f"{self.http.vendor} ended the stream without message_stop", code="stream_interrupted"

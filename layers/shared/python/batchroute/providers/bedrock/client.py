@@ -310,10 +310,7 @@ class BedrockConverse:
             raise base.TransientProviderError(
                 f"{self.slug} ended the stream without messageStop", code="stream_interrupted"
             )
-        result = acc.result()
-        if result.error is not None:  # the stream's answer is not whole (malformed_*)
-            raise base.TransientProviderError(result.error.message, code=result.error.code)
-        yield base.StreamEnd(result)
+        yield base.StreamEnd.of(acc.result())  # malformed_* raises: the answer is not whole
 
     def stream_read_timeout(self, request: base.ProviderRequest) -> float:
         """botocore has one read time-out for every read of a response, the first and each

@@ -83,7 +83,7 @@ class GeminiModels:
             raise base.TransientProviderError(
                 f"{self.http.vendor} ended the stream without a finish reason", code="stream_interrupted"
             )
-        yield base.StreamEnd(acc.result())
+        yield base.StreamEnd.of(acc.result())
 
     def _delta(self, acc: transform.StreamAccumulator, data: str) -> base.StreamDelta | None:
         return acc.delta(acc.add(event_json(data, vendor=self.http.vendor), vendor=self.http.vendor))

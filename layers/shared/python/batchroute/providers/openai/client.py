@@ -84,7 +84,7 @@ class OpenAIChat(_RoutedAdapter):
                 if delta is not None:
                     yield delta
                 if acc.result is not None:
-                    yield base.StreamEnd(acc.result)
+                    yield base.StreamEnd.of(acc.result)
                     return
         raise base.TransientProviderError(
             f"{self.http.vendor} ended the stream before the response completed", code="stream_interrupted"
@@ -98,7 +98,7 @@ class OpenAIChat(_RoutedAdapter):
             yield base.StreamStart()
             for event in source.iter_sse():
                 if event.data == "[DONE]":
-                    yield base.StreamEnd(acc.result())
+                    yield base.StreamEnd.of(acc.result())
                     return
                 delta = acc.delta(acc.add(event_json(event.data, vendor=self.http.vendor)))
                 if delta is not None:
