@@ -32,6 +32,8 @@ IMAGE_URLS = st.sampled_from(
         "https://images.example.org/a/b.jpg?size=large",
         "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==",
         "data:image/jpeg;base64,/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAP8=",
+        # a PNG its URL calls a JPEG: the adapters send image/png (Anthropic, Bedrock check)
+        "data:image/jpeg;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==",
         # Gemini cannot be sent these (no type told; a GIF): they need `any_image_type`
         "https://example.com/render?id=3",
         "https://example.com/a.gif",

@@ -29,6 +29,7 @@ from batchroute.providers.anthropic import (
 from batchroute.providers.anthropic import transform as t
 from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMessages
 from batchroute.providers.endpoints import ProviderEndpoint
+from batchroute_tools.contracts.anthropic import message_violations
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vendors" / "anthropic"
 ENDPOINT = ProviderEndpoint(slug="anthropic", adapter="anthropic")
@@ -521,6 +522,20 @@ def test_images_as_base64_or_url_sources() -> None:
         {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}},
         {"type": "image", "source": {"type": "url", "url": "https://example.com/b.png"}},
     ]
+
+
+def test_an_image_of_another_type_than_its_url_names_goes_as_the_type_its_bytes_are() -> None:
+    # Given a PNG its data: URL calls a JPEG (Anthropic refuses an image not of its media_type)
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+    inline = {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{png}"}}
+    body = body_of(one_turn({"type": "text", "text": "What is this?"}, inline), operation="vision")
+    # Then it is sent as the PNG it is, and the API's contract takes it
+    assert body["messages"][0]["content"][1]["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": png,
+    }
+    assert message_violations(body) == []
 
 
 def test_responses_api_input_with_image_parts() -> None:

@@ -191,7 +191,7 @@ def test_converse_request_images_from_data_urls() -> None:
     blocks = kwargs["messages"][0]["content"]
     assert blocks[0] == {"text": "What is this?"}
     assert blocks[1] == {"image": {"format": "png", "source": {"bytes": base64.b64decode(PNG)}}}
-    assert blocks[2]["image"]["format"] == "jpeg"
+    assert blocks[2]["image"]["format"] == "png"  # the bytes' own type, not the URL's (jpg)
     assert_valid("Converse", kwargs)
 
 
@@ -200,7 +200,7 @@ def test_converse_request_images_from_data_urls() -> None:
     [
         ("https://example.com/cat.png", "unsupported_image_source"),
         ("s3://bucket/cat.png", "unsupported_image_source"),
-        (f"data:image/bmp;base64,{PNG}", "unsupported_image_format"),
+        (f"data:image/bmp;base64,{base64.b64encode(b'BM6-a-bitmap').decode()}", "unsupported_image_format"),
         ("data:image/png;base64,%%%not-base64%%%", "invalid_image"),
     ],
 )

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
+from batchroute.domain.routing.images import data_image_type
 from batchroute.domain.routing.items import SCHEMA_FORMAT_KEYS, hosted_tool_name
 
 # Sampling options carried over to every vendor that has them (each transform maps names).
@@ -358,8 +359,10 @@ def _schema_format(spec: object) -> dict[str, Any]:
 
 
 def data_url_parts(url: str) -> tuple[str, str] | None:
-    """(media type, base64 data) of a `data:` image URL; None for any other URL."""
+    """(media type, base64 data) of a `data:` image URL; None for any other URL. The media type
+    is the one the bytes are when they tell (a PNG its URL calls image/jpeg is image/png:
+    Anthropic and Bedrock refuse an image whose bytes are not its named type), else the URL's."""
     if not url.startswith("data:") or ";base64," not in url:
         return None
     head, data = url[5:].split(";base64,", 1)
-    return (head or "image/png"), data
+    return (data_image_type(url) or head or "image/png"), data

@@ -8,10 +8,12 @@ and read the type from its bytes. Gemini does not: a `fileData` part carries the
 image types (`GEMINI_IMAGE_TYPES`). So an image whose type its URL does not tell, or tells as
 one Gemini does not take (a GIF), cannot be sent to a Gemini lane: `gemini_takes_image`.
 
-A `data:` URL's bytes must be of the type it names: Anthropic refuses an image whose bytes
-are not its `media_type` ("Image does not match the provided media type"), Bedrock an image
-whose bytes are not its `format`; `data_type_mismatch` reads the bytes' own type from their
-first bytes (the formats' signatures).
+A `data:` URL may name another image type than its bytes are (a PNG sent as image/jpeg):
+OpenAI and Gemini read the bytes, but Anthropic refuses an image whose bytes are not its
+`media_type` ("Image does not match the provided media type"), Bedrock one whose bytes are
+not its `format`. So the adapters send the type the bytes are (`data_image_type`, from the
+formats' signatures), and only data that is no image type at all (`data_type_mismatch`) is
+refused, on every lane.
 
 Pure and deterministic: the extensions are a table here, not the host's `mimetypes`
 database (which differs between machines).
@@ -68,22 +70,40 @@ def gemini_takes_image(url: str) -> bool:
     return image_media_type(url) in GEMINI_IMAGE_TYPES
 
 
-def data_type_mismatch(url: str) -> str | None:
-    """Why a base64 `data:` image URL's bytes are not the type it names: they begin as another
-    image type, or (12 bytes or more) as none of the four it may name. None when they are its
-    type, too short to tell, or for any other URL."""
+def _data_head(url: str) -> bytes | None:
+    """The first bytes of a base64 `data:` URL's data (None for any other URL, or data that
+    is not base64: the item's own check refuses it)."""
     if not url.startswith("data:") or ";base64," not in url:
         return None
-    named = image_media_type(url)
     try:  # 16 base64 characters: the first 12 bytes, enough for every signature
-        head = base64.b64decode(url.split(";base64,", 1)[1][:16] + "==")
+        return base64.b64decode(url.split(";base64,", 1)[1][:16] + "==")
     except (binascii.Error, ValueError):
-        return None  # the item's own check refuses data that is not base64
-    actual = next((kind for kind, sign, at in _SIGNATURES if head[at : at + len(sign)] == sign), None)
-    if actual == named or (actual is None and len(head) < _SIGNATURE_BYTES):
         return None
-    what = f"a {actual.split('/')[1].upper()} image" if actual else "not a JPEG, PNG, GIF or WebP image"
-    return f"The image's data is {what}, but its data: URL says {named}: give the image's own type."
+
+
+def _signed_type(head: bytes) -> str | None:
+    return next((kind for kind, sign, at in _SIGNATURES if head[at : at + len(sign)] == sign), None)
+
+
+def data_image_type(url: str) -> str | None:
+    """The image type a base64 `data:` URL's bytes are (by their signature), whatever type the
+    URL names; None for another URL or bytes of no image type it may name."""
+    head = _data_head(url)
+    return None if head is None else _signed_type(head)
+
+
+def data_type_mismatch(url: str) -> str | None:
+    """Why a base64 `data:` image URL's data is no image: 12 bytes or more that begin as none of
+    the four image types it may name. None for an image of any of them (an adapter sends the
+    type the bytes are: `data_image_type`), data too short to tell, or any other URL."""
+    head = _data_head(url)
+    if head is None or _signed_type(head) is not None or len(head) < _SIGNATURE_BYTES:
+        return None
+    named = image_media_type(url)
+    return (
+        f"The image's data is not a JPEG, PNG, GIF or WebP image, but its data: URL says {named}: "
+        "give the image's own bytes."
+    )
 
 
 def data_image_bytes(url: str) -> int:
