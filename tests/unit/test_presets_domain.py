@@ -5,7 +5,9 @@ expander loads each distinct reference once and turns a bad one into an issue at
 
 from __future__ import annotations
 
+import base64
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -208,6 +210,39 @@ def test_a_patch_merges_parameters_and_routing_key_by_key() -> None:
     assert "model" not in switched and "operation" not in switched
     values = parse_preset(switched, builtin_catalog(), with_name=False)
     assert values.workflow_product == "ticket-classification" and values.operation == "responses"
+
+
+def test_a_patch_holds_only_what_it_changes_to_rules_made_since_the_version_was_saved() -> None:
+    # Given a stored version saved under older rules: a response format over today's size cap
+    # and a golden set whose item the preflight now refuses (data that is no image)
+    schema = {"type": "object", "properties": {f"field_{n:05}": {"type": "string"} for n in range(2_000)}}
+    big = {"type": "json_schema", "json_schema": {"name": "big", "schema": schema}}
+    no_image = "data:image/png;base64," + base64.b64encode(b"plain text, not an image").decode()
+    turn = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": no_image}}]}
+    golden = {
+        "model": LLAMA,
+        "items": [{"input": {"messages": [turn]}, "expected": "a cat"}],
+        "scorer": {"type": "contains"},
+        "threshold": 1.0,
+    }
+    old = replace(PRESET, parameters={**PRESET.parameters, "response_format": big}, golden_set=golden)
+    catalog = builtin_catalog()
+    # When a PATCH changes only the description, Then the version it makes keeps both as stored
+    kept = parse_preset(
+        merge_patch(old, {"description": "v2"}), catalog, with_name=False, kept=old.template()
+    )
+    assert kept.parameters["response_format"] == big and kept.golden_set == golden
+    # But what a PATCH changes (or a whole new body) is held to today's rules
+    renamed = {**big, "json_schema": {**big["json_schema"], "name": "bigger"}}
+    for body, field in (
+        ({"parameters": {"response_format": renamed}}, "parameters.response_format"),
+        ({"golden_set": {**golden, "threshold": 0.5}}, "golden_set.items[0].input.messages[0].content[0]"),
+    ):
+        with pytest.raises(InvalidRequest) as refused:
+            parse_preset(merge_patch(old, body), catalog, with_name=False, kept=old.template())
+        assert [e["field"] for e in (refused.value.details or {})["errors"]] == [field]
+    with pytest.raises(InvalidRequest):
+        parse_preset(merge_patch(old, {}), catalog, with_name=False)
 
 
 # -- the expander ------------------------------------------------------------------------------------

@@ -8,7 +8,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from batchroute.domain.presets.golden_sets import Scorer, lane_score, parse_golden_set, score
+from batchroute.domain.presets.golden_sets import (
+    GoldenSetView,
+    Scorer,
+    ScorerView,
+    golden_set_from_api,
+    lane_score,
+    parse_golden_set,
+    score,
+)
 from batchroute.domain.schedules.schedules import (
     fire_key,
     fire_times,
@@ -199,6 +207,24 @@ def test_scorers(scorer: Scorer, answer: str | None, expected: object, passes: b
 def test_lane_score() -> None:
     assert lane_score(2, 3) == 0.6667
     assert lane_score(0, 0) == 0.0
+
+
+def test_a_stored_golden_set_loads_as_stored_even_where_todays_rules_would_refuse_it() -> None:
+    # Given golden sets as stored: one valid today, one saved before an input rule (a seed)
+    scorers: list[ScorerView] = [{"type": "numeric", "tolerance": 0.5}, {"type": "json_field", "path": "a.0"}]
+    for scorer in scorers:
+        fresh = parse_golden_set({"model": "m", "items": [{"input": "hi", "expected": 1}], "scorer": scorer})
+        assert fresh is not None and golden_set_from_api(fresh.to_api()) == fresh
+    older: GoldenSetView = {
+        "model": "m",
+        "items": [{"input": {"messages": [{"role": "user", "content": "a"}], "seed": 1}, "expected": "b"}],
+        "scorer": {"type": "contains"},
+        "threshold": 1.0,
+    }
+    # Then loading it (a schedule's PATCH, a regression run) reads it, it does not refuse it
+    loaded = golden_set_from_api(older)
+    assert loaded.items[0].input["seed"] == 1 and loaded.scorer == Scorer("contains")
+    assert loaded.to_api() == older
 
 
 def test_golden_set_parses_and_names_bad_fields() -> None:

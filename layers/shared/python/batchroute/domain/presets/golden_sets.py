@@ -253,10 +253,16 @@ def golden_model_problem(model: str, catalog: Catalog) -> str | None:
 
 
 def golden_set_from_api(raw: GoldenSetView) -> GoldenSet:
-    """A stored golden set (already validated)."""
-    parsed = parse_golden_set(raw)
-    assert parsed is not None
-    return parsed
+    """A stored golden set, as it was validated when it was saved: read, not validated again,
+    so one saved under older rules (an item the preflight now refuses) still loads, runs and
+    can be replaced rather than locking its schedule or preset."""
+    scorer = raw["scorer"]
+    return GoldenSet(
+        model=raw["model"],
+        items=tuple(GoldenItem(input=item["input"], expected=item["expected"]) for item in raw["items"]),
+        scorer=Scorer(scorer["type"], path=scorer.get("path"), tolerance=float(scorer.get("tolerance", 0.0))),
+        threshold=float(raw["threshold"]),
+    )
 
 
 def _scorer(raw: object, field: str) -> Scorer:

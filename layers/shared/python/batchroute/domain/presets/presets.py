@@ -23,7 +23,12 @@ from typing import Any, Final, Literal, TypedDict, TypeGuard
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, WorkflowProduct
-from batchroute.domain.presets.golden_sets import GoldenSetView, golden_model_problem, parse_golden_set
+from batchroute.domain.presets.golden_sets import (
+    GoldenSetView,
+    golden_model_problem,
+    golden_set_from_api,
+    parse_golden_set,
+)
 from batchroute.domain.routing.gates import RouteRequest
 from batchroute.domain.routing.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST, OUTPUT_LIMIT_KEYS
 from batchroute.errors import InvalidRequest
@@ -265,9 +270,14 @@ def check_name(value: object, *, field_name: str = "name") -> str:
 
 
 # -- reading a create / replace / patch body ------------------------------------------------------
-def parse_preset(body: Any, catalog: Catalog, *, with_name: bool) -> PresetContent:
+def parse_preset(
+    body: Any, catalog: Catalog, *, with_name: bool, kept: PresetTemplate | None = None
+) -> PresetContent:
     """The preset's content from a create (`with_name`: its `name` checked too) or replace body:
-    every problem found, each with its field path, in one InvalidRequest (`invalid_preset`)."""
+    every problem found, each with its field path, in one InvalidRequest (`invalid_preset`).
+    `kept` is the stored version a PATCH merged onto: a response format or golden set it keeps
+    as stored is not held to rules made since it was saved (a format over the size cap, an
+    item the preflight now refuses), so an older version never locks its preset's PATCH."""
     if not isinstance(body, Mapping):
         raise _invalid([("body", "The body must be a JSON object.")])
     problems: list[tuple[str, str]] = []
@@ -282,14 +292,16 @@ def parse_preset(body: Any, catalog: Catalog, *, with_name: bool) -> PresetConte
     model, product, operation = _what_runs(
         body.get("model"), body.get("workflow_product"), body.get("operation"), catalog, problems
     )
-    parameters = _parameters(body.get("parameters"), problems)
+    kept_format = kept["parameters"].get("response_format") if kept else None
+    parameters = _parameters(body.get("parameters"), problems, kept_format=kept_format)
     routing = _routing(body.get("routing"), problems)
     try:
         metadata = parse_metadata(body.get("metadata"))
     except InvalidRequest as refused:
         metadata = None
         problems.append((str((refused.details or {}).get("field", "metadata")), refused.message))
-    golden_set = _golden_set(body.get("golden_set"), model, catalog, problems)
+    kept_golden = kept["golden_set"] if kept else None
+    golden_set = _golden_set(body.get("golden_set"), model, catalog, problems, kept=kept_golden)
     if product is not None:
         system_prompt = _fill_from_product(product, system_prompt, parameters)
     if problems:
@@ -409,14 +421,20 @@ def _optional_text(value: object, key: str, limit: int, problems: list[tuple[str
 
 
 def _golden_set(
-    raw: object, model: str | None, catalog: Catalog, problems: list[tuple[str, str]]
+    raw: object,
+    model: str | None,
+    catalog: Catalog,
+    problems: list[tuple[str, str]],
+    *,
+    kept: GoldenSetView | None = None,
 ) -> GoldenSetView | None:
     """The schedule's golden-set parser, its field paths kept (`golden_set.items[0].expected`);
-    `model` defaults to the preset's and, when the preset names one, must be it."""
+    `model` defaults to the preset's and, when the preset names one, must be it. The stored
+    golden set `kept` unchanged is read as stored, not validated again."""
     if isinstance(raw, Mapping) and raw.get("model") is None and model is not None:
         raw = {**raw, "model": model}
     try:
-        golden = parse_golden_set(raw)
+        golden = golden_set_from_api(kept) if kept is not None and raw == kept else parse_golden_set(raw)
     except InvalidRequest as refused:
         problems.append((str((refused.details or {}).get("field", "golden_set")), refused.message))
         return None
@@ -444,7 +462,9 @@ def _is_routing(key: object) -> TypeGuard[RoutingField]:
     return key in ROUTING_FIELDS
 
 
-def _parameters(value: object, problems: list[tuple[str, str]]) -> PresetParameters:
+def _parameters(
+    value: object, problems: list[tuple[str, str]], *, kept_format: object = None
+) -> PresetParameters:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -476,7 +496,9 @@ def _parameters(value: object, problems: list[tuple[str, str]]) -> PresetParamet
                 problems.append((where, "top_p must be a number above 0 and at most 1."))
                 continue
         elif key == "response_format":
-            problem = _response_format_problem(item)
+            problem = (
+                None if kept_format is not None and item == kept_format else _response_format_problem(item)
+            )
             if problem:
                 problems.append((where, problem))
                 continue

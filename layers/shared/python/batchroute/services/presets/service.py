@@ -107,7 +107,8 @@ class Presets:
         authorize(principal, "batches:create")
         current = self._active(principal, name)
         merged = merge_patch(current.latest, command.fields)
-        return self._next(principal, current, parse_preset(merged, self.catalog, with_name=False))
+        content = parse_preset(merged, self.catalog, with_name=False, kept=current.latest.template())
+        return self._next(principal, current, content)
 
     def archive(self, principal: Principal, name: str) -> Preset:
         authorize(principal, "batches:create")
