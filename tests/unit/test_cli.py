@@ -402,6 +402,29 @@ def test_submit_wait_json_keeps_the_batch_and_its_key_when_waiting_fails_after_t
         assert f"created batch_1 (Idempotency-Key {key})" in captured.err
 
 
+def test_submit_refused_as_an_idempotency_conflict_says_the_batch_exists_not_that_it_may(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a rerun with the key of an earlier submit (a new quote: another body)
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+            "POST /v1/batches": [error(409, "idempotency_conflict")],
+        }
+    )
+    exit_code, _ = run(
+        api, "submit", str(path), "--idempotency-key", "mine-0001", "--json", tmp_path=tmp_path
+    )
+    captured = capsys.readouterr()
+    # Then it says a batch exists under the key and where to find it, not to rerun with it
+    assert exit_code == 1
+    assert "a batch already exists under Idempotency-Key mine-0001" in captured.err
+    assert "batchroute list" in captured.err and "rerun with" not in captured.err
+    document = json.loads(captured.out)
+    assert document["idempotency_key"] == "mine-0001" and document["error"]["code"] == "idempotency_conflict"
+
+
 def test_submit_whose_create_gets_no_sure_answer_names_its_key_so_a_rerun_finds_the_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -411,6 +434,7 @@ def test_submit_whose_create_gets_no_sure_answer_names_its_key_so_a_rerun_finds_
     for failing, exit_expected, unknown in (
         (httpx.ConnectError("refused"), 3, True),
         (error(500, "internal_error"), 1, True),
+        (error(409, "idempotency_in_progress"), 1, True),
         (error(400, "quote_expired"), 1, False),
     ):
         api = FakeAPI(

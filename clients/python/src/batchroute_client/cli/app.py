@@ -297,7 +297,14 @@ def submit(
         try:
             batch = client.batches.create(quote_id=got.quote_id, idempotency_key=key)
         except BaseException as exc:
-            if _outcome_unknown(exc):  # the batch may exist: a rerun with this key finds it
+            if isinstance(exc, APIError) and exc.code == "idempotency_conflict":  # made by an earlier run
+                err.print(
+                    f"a batch already exists under Idempotency-Key {key} (an earlier run made it "
+                    "from another quote); nothing new was created: `batchroute list` shows it",
+                    highlight=False,
+                )
+                setattr(exc, CREATED, {"batch": None, "idempotency_key": key})
+            elif _outcome_unknown(exc):  # the batch may exist: a rerun with this key finds it
                 err.print(
                     f"the batch may have been created: rerun with --idempotency-key {key} (if it "
                     "was, the rerun is refused with 409 idempotency_conflict, not charged twice; "
@@ -335,10 +342,10 @@ def submit(
 
 
 def _outcome_unknown(exc: BaseException) -> bool:
-    """Whether a failed create may still have made the batch: no answer, a 5xx, a 409 (the same
-    key still in flight) or an answer that is not the API's; any other 4xx made nothing."""
+    """Whether a failed create may still have made the batch: no answer, a 5xx, a 409 of the
+    same key still in flight or an answer that is not the API's; any other 4xx made nothing."""
     if isinstance(exc, APIError):
-        return exc.status >= 500 or exc.status == 409
+        return exc.status >= 500 or exc.code == "idempotency_in_progress"
     return isinstance(exc, (APIConnectionError, UnexpectedResponse, KeyboardInterrupt))
 
 
