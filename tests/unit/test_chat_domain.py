@@ -280,8 +280,8 @@ def test_functions_beside_a_hosted_tool_go_to_no_gemini_lane_which_would_refuse_
 
 
 def test_an_image_larger_than_a_vendor_takes_goes_to_no_lane_of_it() -> None:
-    # Anthropic takes images of at most 5 MB (providers.toml max_image_bytes); a data: URL
-    # tells its size (an http(s) image's is the host's to tell)
+    # Anthropic takes images of at most 5 MB of base64 (providers.toml max_image_bytes: 3.75 MB
+    # decoded); a data: URL tells its size (an http(s) image's is the host's to tell)
     def asking(size: int) -> ChatRequest:
         data = base64.b64encode(b"\xff\xd8\xff\xe0" + b"\x00" * (size - 4)).decode()
         image = {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{data}"}}
@@ -292,18 +292,18 @@ def test_an_image_larger_than_a_vendor_takes_goes_to_no_lane_of_it() -> None:
         }
         return parse_chat_request(body, CATALOG)
 
-    assert plan_direct(asking(5_242_880), CATALOG, live=LIVE, now=NOW, guards=GUARDS).lanes
+    assert plan_direct(asking(3_932_160), CATALOG, live=LIVE, now=NOW, guards=GUARDS).lanes
     with pytest.raises(InvalidRequest) as refused:
-        plan_direct(asking(5_242_881), CATALOG, live=LIVE, now=NOW, guards=GUARDS)
+        plan_direct(asking(3_932_161), CATALOG, live=LIVE, now=NOW, guards=GUARDS)
     rejected = (refused.value.details or {})["rejected_lanes"]
     assert rejected == [
         {
             "lane_id": "anthropic/claude-sonnet-4",
             "code": "context_window_exceeded",
             "message": (
-                "The largest image is 5,242,881 bytes; the lane takes at most 5,242,880 bytes an image."
+                "The largest image is 3,932,161 bytes; the lane takes at most 3,932,160 bytes an image."
             ),
-            "details": {"needed_image_bytes": 5_242_881, "image_bytes_limit": 5_242_880},
+            "details": {"needed_image_bytes": 3_932_161, "image_bytes_limit": 3_932_160},
         }
     ]
 

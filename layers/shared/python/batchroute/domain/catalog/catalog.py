@@ -180,7 +180,7 @@ class Lane:
     # (Anthropic 100, Bedrock Converse 20); None: none but the context window.
     max_images: int | None = None
     # Vision: the most bytes one image may hold, where the vendor documents such a limit
-    # (Anthropic 5 MB, Bedrock Converse 3.75 MB); None: none. Known of data: images only.
+    # (Anthropic 5 MB of base64: 3.75 MB, Bedrock Converse 3.75 MB); None: none. Known of data: images only.
     max_image_bytes: int | None = None
 
     @property
