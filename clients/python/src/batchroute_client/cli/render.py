@@ -82,7 +82,7 @@ def error_line(exc: APIError) -> str:
         lines.extend(_preflight_lines(preflight))
     else:
         lines.extend(_detail_lines(details))
-    if exc.retry_after is not None:  # a wait longer than the client's own retries take
+    if exc.retry_after is not None:  # a long wait raised at once, or the last after the retries
         lines.append(f"  retry after: {_duration(exc.retry_after)}")
     if exc.request_id:
         lines.append(f"  request id: {exc.request_id}")
