@@ -430,6 +430,24 @@ def test_a_patch_that_changes_nothing_makes_no_version_and_runs_no_paid_regressi
     assert changed.json()["version"] == 2
 
 
+def test_a_patch_resending_the_webhook_and_secret_it_holds_makes_no_version(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a schedule whose batches call a webhook (its secret stored sealed)
+    webhook = {"url": "https://93.184.215.14/batches", "secret": "whsec-long-enough-1"}
+    created = _schedule(client, org, batch_options={"webhook": webhook})
+    assert created.status_code == 201, created.text
+    path = f"/v1/schedules/{created.json()['id']}"
+    # When a PATCH sends the same webhook and secret again (a client that resends its form)
+    same = client.patch(path, json={"batch_options": {"webhook": webhook}}, headers=org.key_headers())
+    # Then nothing changed: still version 1 (sealing it anew must not look like a change)
+    assert same.status_code == 200, same.text
+    assert same.json()["version"] == 1 and same.json()["updated_at"] == created.json()["updated_at"]
+    # And another secret is a change: version 2
+    rotated = {"batch_options": {"webhook": {**webhook, "secret": "whsec-long-enough-2"}}}
+    assert client.patch(path, json=rotated, headers=org.key_headers()).json()["version"] == 2
+
+
 def test_a_batch_not_made_by_the_schedule_is_not_excluded(client: TestClient, org: TestOrg) -> None:
     assert _schedule(client, org, golden_set=_golden()).status_code == 201
     batch = client.post(

@@ -12,6 +12,7 @@ the due index (the only trigger locally, and the catch-up for a missed one on AW
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -455,10 +456,11 @@ class Schedules:
             return options
         if "secret_sealed" in webhook:  # unchanged from the stored version
             return options
-        if webhook.get("secret") is None and current is not None:
-            stored = current.batch_options.get("webhook")
-            if isinstance(stored, Mapping) and stored.get("url") == webhook.get("url"):
-                return {**options, "webhook": stored.copy()}
+        stored = current.batch_options.get("webhook") if current is not None else None
+        if isinstance(stored, Mapping) and stored.get("url") == webhook.get("url"):
+            secret = webhook.get("secret")
+            if secret is None or self._same_secret(org_id, schedule_id, stored, str(secret)):
+                return {**options, "webhook": stored.copy()}  # unchanged: no new version
         problems = webhook_target_problems(webhook, check_url=self.check_url, field="batch_options.webhook")
         if problems:
             raise InvalidRequest(
@@ -466,6 +468,15 @@ class Schedules:
             )
         sealed = self.sealer.seal(str(webhook["secret"]), context=_webhook_context(org_id, schedule_id))
         return {**options, "webhook": {"url": webhook["url"], "secret_sealed": sealed}}
+
+    def _same_secret(self, org_id: str, schedule_id: str, stored: Mapping[str, object], secret: str) -> bool:
+        """Whether `secret` is the one the stored webhook sealed (sealing anew would make another
+        ciphertext of it: a PATCH that resends it would look like a change)."""
+        sealed = stored.get("secret_sealed")
+        if not isinstance(sealed, str):
+            return False
+        held = self.sealer.unseal(sealed, context=_webhook_context(org_id, schedule_id))
+        return hmac.compare_digest(held.encode(), secret.encode())
 
 
 def _named_fire(schedule: Schedule, fire_at: datetime) -> str:
