@@ -132,6 +132,12 @@ def test_every_problem_is_reported_with_its_field_path_and_unknown_names_are_nam
             "max_price_per_million_tokens",
         ),
         ({"max_price_per_million_tokens": {"responses": {}}}, "max_price_per_million_tokens.responses"),
+        # typed amounts are plain decimals (docs/money.md): "1e3" is not read as 1000
+        ({"max_price_per_million_tokens": {"responses": {"input": "1e3"}}}, "max_price_per_million_tokens"),
+        (
+            {"max_price_per_million_tokens": {"responses": {"input": {"currency": "usd", "amount": "1E+3"}}}},
+            "max_price_per_million_tokens",
+        ),
         ({"max_price_per_million_tokens": []}, "max_price_per_million_tokens"),
         ({"version": "3"}, "version"),
         ({"provider_allow": ["x"] * 51}, "provider_allow"),
