@@ -138,6 +138,31 @@ def test_a_quote_over_a_profiled_file_reads_no_item_and_equals_the_streamed_quot
     assert _ageless({k: fast.json()[k] for k in same}) == _ageless({k: slow.json()[k] for k in same})
 
 
+def test_a_profile_made_under_another_estimator_is_built_again_once_and_kept(
+    client: TestClient, org: TestOrg, opened: list[str]
+) -> None:
+    # Given a profiled file whose profile a deploy made stale (another item-facts revision)
+    file_id = _upload(client, org, _items())
+    record = _store().get(file_id)
+    assert record is not None and record.item_profile is not None
+    fresh = record.item_profile
+    stale = json.dumps({**json.loads(fresh), "facts": "0:older-estimator"})
+    assert ItemProfile.from_json(stale) is None
+    assert _store().replace(replace(record, item_profile=stale), expected_status="processed")
+    headers = org.key_headers()
+    # When it is quoted, twice
+    first = client.post("/v1/quotes/model", json={"input_file_id": file_id}, headers=headers)
+    second = client.post("/v1/quotes/model", json={"input_file_id": file_id}, headers=headers)
+    assert first.status_code == second.status_code == 200, first.text
+    # Then the first quote built the profile again from the file and kept it (as its check
+    # made it), so neither quote streamed the items through the preflight
+    kept = _store().get(file_id)
+    assert kept is not None and kept.item_profile == fresh
+    assert opened == []
+    same = ("item_count", "pricing_estimate", "quote_lanes")
+    assert _ageless({k: first.json()[k] for k in same}) == _ageless({k: second.json()[k] for k in same})
+
+
 def test_a_profiled_file_with_an_item_no_lane_fits_answers_the_streamed_400(
     client: TestClient, org: TestOrg, opened: list[str]
 ) -> None:

@@ -26,8 +26,8 @@ Exact, never approximate:
   are quoted by streaming, which reports every problem with its line.
 
 The facts of an item are the estimator's (domain/routing/items.py, domain/catalog/tokens.py): a profile
-stored under another estimator (`FACTS`) is ignored, so a deploy that changes the estimate
-never prices from stale facts. Bump FACTS_REVISION when `read_item` changes what it reads.
+stored under another estimator (`FACTS`) is not trusted (the file service builds it again
+from the file), so a deploy that changes the estimate never prices from stale facts. Bump FACTS_REVISION when `read_item` changes what it reads.
 Pure: no I/O.
 """
 

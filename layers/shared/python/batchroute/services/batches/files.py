@@ -633,7 +633,8 @@ class FileService:
     def item_profile(self, org_id: str, file_id: str) -> ItemProfile | None:
         """The usable item profile of a ready file (the checks of `file_ready`, one read of the
         record), None when it has none: checked before profiles existed, or not clean
-        (docs/files.md, Item profile)."""
+        (docs/files.md, Item profile). A profile stored under another estimator (a deploy that
+        changed the item facts) is built again from the file, once, and kept in its place."""
         record = self.file_ready(org_id, file_id)
         if not record.usable:
             return None
@@ -641,12 +642,30 @@ class FileService:
         if key is not None:  # a large profile, kept apart: one GET
             stored = b"".join(self.objects.chunks(key)).decode()
         profile = ItemProfile.from_json(stored)
+        if profile is None and stored:  # stale: this read builds it anew
+            profile = self._profile_again(record)
         return profile if profile is not None and profile.usable else None
+
+    def _profile_again(self, record: FileRecord) -> ItemProfile:
+        """The profile of a processed file's items, read from its object (what its check built,
+        under today's estimator), kept on its record for the next quote: a lost race keeps
+        the other reader's, the same profile."""
+        builder = ItemProfileBuilder()
+        builder.add_lines(
+            parse_jsonl(self.objects.chunks(record.s3_key), max_line_bytes=self.limits.max_line_bytes)
+        )
+        profile = builder.finish()
+        kept = self._kept_profile(record.org_id, record.file_id, record.sha256 or "", profile.to_json())
+        self.records.replace(replace(record, item_profile=kept), expected_status="processed")
+        logger.info("file profile built again", extra={"file_id": record.file_id, "usable": profile.usable})
+        return profile
 
     def keep_profile(self, org_id: str, file_id: str, sha256: str, intake: _Intake) -> str | None:
         """What the file record keeps of the profile `intake` built: its JSON text, or where
         it was written when larger than `record_profile_bytes`."""
-        text = intake.profile()
+        return self._kept_profile(org_id, file_id, sha256, intake.profile())
+
+    def _kept_profile(self, org_id: str, file_id: str, sha256: str, text: str | None) -> str | None:
         if text is None or len(text) <= self.limits.record_profile_bytes:
             return text
         key = profile_key(org_id, file_id, sha256)
