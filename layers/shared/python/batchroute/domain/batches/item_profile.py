@@ -27,8 +27,8 @@ Exact, never approximate:
 
 The facts of an item are the estimator's (domain/routing/items.py, domain/catalog/tokens.py): a profile
 stored under another estimator (`FACTS`) is not trusted (the file service builds it again
-from the file), so a deploy that changes the estimate never prices from stale facts. Bump FACTS_REVISION when `read_item` changes what it reads.
-Pure: no I/O.
+from the file), so a deploy that changes the estimate never prices from stale facts.
+Bump FACTS_REVISION when `read_item` changes what it reads. Pure: no I/O.
 """
 
 from __future__ import annotations
