@@ -459,7 +459,8 @@ class Schedules:
         stored = current.batch_options.get("webhook") if current is not None else None
         if isinstance(stored, Mapping) and stored.get("url") == webhook.get("url"):
             secret = webhook.get("secret")
-            if secret is None or self._same_secret(org_id, schedule_id, stored, str(secret)):
+            sealed = stored.get("secret_sealed")
+            if secret is None or self._same_secret(org_id, schedule_id, sealed, str(secret)):
                 return {**options, "webhook": stored.copy()}  # unchanged: no new version
         problems = webhook_target_problems(webhook, check_url=self.check_url, field="batch_options.webhook")
         if problems:
@@ -469,10 +470,9 @@ class Schedules:
         sealed = self.sealer.seal(str(webhook["secret"]), context=_webhook_context(org_id, schedule_id))
         return {**options, "webhook": {"url": webhook["url"], "secret_sealed": sealed}}
 
-    def _same_secret(self, org_id: str, schedule_id: str, stored: Mapping[str, object], secret: str) -> bool:
+    def _same_secret(self, org_id: str, schedule_id: str, sealed: object, secret: str) -> bool:
         """Whether `secret` is the one the stored webhook sealed (sealing anew would make another
         ciphertext of it: a PATCH that resends it would look like a change)."""
-        sealed = stored.get("secret_sealed")
         if not isinstance(sealed, str):
             return False
         held = self.sealer.unseal(sealed, context=_webhook_context(org_id, schedule_id))
