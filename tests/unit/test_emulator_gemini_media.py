@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-from batchroute.domain.routing.images import GEMINI_IMAGE_TYPES, gemini_takes_image, image_media_type
+from batchroute.domain.routing.images import (
+    GEMINI_IMAGE_TYPES,
+    data_image_type,
+    gemini_takes_image,
+    image_media_type,
+)
 from batchroute_tools.contracts import gemini as contract
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.gemini import GeminiEmulator
@@ -100,7 +105,8 @@ def test_a_typed_part_is_answered(part: dict[str, Any]) -> None:
 )
 def test_the_media_type_an_image_url_tells(url: str, media_type: str | None) -> None:
     assert image_media_type(url) == media_type
-    assert gemini_takes_image(url) == (media_type in GEMINI_IMAGE_TYPES)
+    # Gemini is sent a data: image as the type its bytes are, when they tell one
+    assert gemini_takes_image(url) == ((data_image_type(url) or media_type) in GEMINI_IMAGE_TYPES)
 
 
 def test_the_transform_and_the_contract_take_the_same_image_types() -> None:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from batchroute.domain.catalog import tokens
+from batchroute.domain.routing.images import gemini_takes_image
 from batchroute.providers.base import (
     ItemError,
     PermanentProviderError,
@@ -474,6 +475,16 @@ def test_an_image_gemini_cannot_be_told_the_type_of_or_does_not_take_is_refused(
     with pytest.raises(PermanentProviderError) as raised:
         transform.generate_body(request({"messages": [{"role": "user", "content": [image]}]}))
     assert raised.value.code == code
+
+
+def test_a_data_image_goes_to_gemini_as_the_type_its_bytes_are() -> None:
+    gif = "data:image/png;base64," + base64.b64encode(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;").decode()
+    png = "data:image/gif;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR").decode()
+    # a GIF its URL calls a PNG is no image Gemini takes; a PNG its URL calls a GIF is
+    assert not gemini_takes_image(gif) and gemini_takes_image(png)
+    with pytest.raises(PermanentProviderError):
+        transform._image(gif)
+    assert transform._image(png)["inlineData"]["mimeType"] == "image/png"
 
 
 def test_tool_turns_hand_back_the_calls_gemini_made() -> None:

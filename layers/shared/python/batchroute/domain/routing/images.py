@@ -66,8 +66,8 @@ def image_media_type(url: str) -> str | None:
 
 def gemini_takes_image(url: str) -> bool:
     """Whether an image given by `url` can be sent to Gemini: its URL tells its type, and the
-    type is one of Gemini's image types."""
-    return image_media_type(url) in GEMINI_IMAGE_TYPES
+    type (a data: URL's: the type its bytes are) is one of Gemini's image types."""
+    return (data_image_type(url) or image_media_type(url)) in GEMINI_IMAGE_TYPES
 
 
 def _data_head(url: str) -> bytes | None:
