@@ -101,10 +101,7 @@ class AnthropicMessages(_Adapter):
                 delta = acc.delta(acc.add(transform.event_data(event.data)))
                 if delta is not None:
                     yield delta
-                if acc.done:
-                    if acc.message.get("stop_reason") == transform.PAUSED:  # not continued: no answer
-                        paused = transform.paused_error()
-                        raise base.TransientProviderError(paused.message, code=paused.code)
+                if acc.done:  # a paused turn (not continued) is a failed result: raised
                     yield base.StreamEnd.of(acc.result())
                     return
         raise base.TransientProviderError(
