@@ -196,6 +196,7 @@ def test_the_setting_is_read_at_the_edge_and_kept_on_the_record() -> None:
         {"mode": "allow_overage", "max_overage_usd": "1e2"},
         {"mode": "allow_overage", "max_overage_usd": "+2"},
         {"mode": "allow_overage", "max_overage_usd": " 2"},
+        {"mode": "allow_overage", "max_overage_usd": "\u0662"},  # Arabic-Indic 2
         {"mode": "allow_overage", "max_overage_usd": "2."},
         {"mode": "allow_overage", "max_overage_usd": "1,000"},
         {"mode": "allow_overage", "max_overage_usd": -3},

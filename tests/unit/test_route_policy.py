@@ -134,6 +134,11 @@ def test_every_problem_is_reported_with_its_field_path_and_unknown_names_are_nam
         ({"max_price_per_million_tokens": {"responses": {}}}, "max_price_per_million_tokens.responses"),
         # typed amounts are plain decimals (docs/money.md): "1e3" is not read as 1000
         ({"max_price_per_million_tokens": {"responses": {"input": "1e3"}}}, "max_price_per_million_tokens"),
+        ({"max_price_per_million_tokens": {"responses": {"input": "5\n"}}}, "max_price_per_million_tokens"),
+        (
+            {"max_price_per_million_tokens": {"responses": {"input": "\u0665"}}},
+            "max_price_per_million_tokens",
+        ),
         (
             {"max_price_per_million_tokens": {"responses": {"input": {"currency": "usd", "amount": "1E+3"}}}},
             "max_price_per_million_tokens",

@@ -641,6 +641,9 @@ def test_region_and_regions_both_hold(body: dict[str, Any], regions: tuple[str, 
         ({"region": "eu", "regions": ["us"]}, "region"),
         ({"max_price": {"input_per_mtok": -1}}, "max_price.input_per_mtok"),
         ({"max_price": {"input_per_mtok": "lots"}}, "max_price.input_per_mtok"),
+        # typed amounts are ASCII digits, the whole text (docs/money.md, "Typed amounts")
+        ({"max_price": {"input_per_mtok": "5\n"}}, "max_price.input_per_mtok"),
+        ({"max_price": {"input_per_mtok": "\u0665"}}, "max_price.input_per_mtok"),  # Arabic-Indic 5
         ({"max_price": {"total": 5}}, "max_price"),
         ({"max_price": 5}, "max_price"),
     ],

@@ -88,7 +88,7 @@ class UsdMoney(BaseModel):
 
 UsdAmount = Annotated[
     Annotated[float, Field(ge=0, le=float(MAX_USD))]
-    | Annotated[str, Field(pattern=rf"^\d+(\.\d{{1,{MAX_USD_DECIMALS}}})?$")]
+    | Annotated[str, Field(pattern=rf"^[0-9]+(\.[0-9]{{1,{MAX_USD_DECIMALS}}})?$")]
     | UsdMoney,
     Field(
         description=f"USD dollars, a number or a decimal string: at most {MAX_USD} with "

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, ROUND_UP, Decimal
 from typing import TypedDict
@@ -11,9 +12,16 @@ from typing import TypedDict
 MICROS_PER_USD = 1_000_000
 _QUANT = Decimal("0.000001")
 _CENT = Decimal("0.01")
-# An amount typed as text: digits, then at most one decimal point and digits ("1e3" and
-# "1,000" are not what a person means by an amount: refused, never guessed).
-AMOUNT_TEXT = r"^\d+(\.\d+)?$"
+# An amount typed as text: ASCII digits, then at most one decimal point and digits ("1e3",
+# "1,000", "5\n" and other scripts' digits are not what a person means by an amount:
+# refused, never guessed). Also the published schemas' pattern.
+AMOUNT_TEXT = r"^[0-9]+(\.[0-9]+)?$"
+_AMOUNT = re.compile(AMOUNT_TEXT)
+
+
+def is_amount_text(text: str) -> bool:
+    """Whether `text` is an amount as typed (AMOUNT_TEXT, the whole of it)."""
+    return _AMOUNT.fullmatch(text) is not None
 
 
 class MoneyView(TypedDict):

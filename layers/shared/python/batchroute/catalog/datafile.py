@@ -15,14 +15,13 @@ that never reads the catalog pays nothing for it.
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from batchroute.money import AMOUNT_TEXT
+from batchroute.money import is_amount_text
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -31,7 +30,6 @@ S = TypeVar("S", bound=str)
 T = TypeVar("T")
 
 COMMENT = "comment"
-_DECIMAL = re.compile(AMOUNT_TEXT)
 _MISSING: Any = object()
 
 
@@ -140,9 +138,7 @@ class Row:
     def decimal(self, key: str, default: Decimal = _MISSING) -> Decimal:
         """A non-negative decimal written as a string ("0.15"): exact, never a float."""
         expected = 'a decimal string such as "0.15"'
-        value = self._get(
-            key, default, expected, lambda v: isinstance(v, str) and bool(_DECIMAL.fullmatch(v))
-        )
+        value = self._get(key, default, expected, lambda v: isinstance(v, str) and is_amount_text(v))
         return Decimal(value)
 
     def utc_datetime(self, key: str) -> datetime:

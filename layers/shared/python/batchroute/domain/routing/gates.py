@@ -7,7 +7,6 @@ property tests call the same `lane_gate_failures`, so a selected lane is re-chec
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,7 +17,7 @@ from batchroute.domain.catalog.catalog import Lane, LaneLive, PrivacyTier, Provi
 from batchroute.domain.catalog.pricing import batch_cost
 from batchroute.domain.routing.items import HOSTED_TOOLS, ModelGroup
 from batchroute.errors import InvalidRequest
-from batchroute.money import AMOUNT_TEXT
+from batchroute.money import is_amount_text
 
 RoutingMode = Literal["cheapest", "sla_aware", "public_only", "edge_only", "hybrid", "privacy_constrained"]
 ROUTING_MODES: Final[tuple[RoutingMode, ...]] = get_args(RoutingMode)
@@ -526,7 +525,7 @@ def _max_price(value: object) -> MaxPrice | None:
             bounds[key] = None
             continue
         try:
-            if isinstance(raw, bool) or (isinstance(raw, str) and not re.match(AMOUNT_TEXT, raw)):
+            if isinstance(raw, bool) or (isinstance(raw, str) and not is_amount_text(raw)):
                 raise InvalidOperation
             amount = Decimal(str(raw))
         except InvalidOperation:

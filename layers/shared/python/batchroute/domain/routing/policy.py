@@ -21,7 +21,6 @@ Pure: no boto3, no FastAPI.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
@@ -39,7 +38,7 @@ from batchroute.domain.routing.gates import (
     RoutingMode,
 )
 from batchroute.errors import Conflict, InvalidRequest
-from batchroute.money import AMOUNT_TEXT, Money, MoneyView
+from batchroute.money import Money, MoneyView, is_amount_text
 
 POLICY_GATE: Final = "policy"
 PriceBasis = Literal["batch", "direct"]
@@ -602,7 +601,7 @@ def _usd(value: Any, path: str, errors: list[dict[str, str]]) -> Decimal | None:
     try:
         if isinstance(raw, bool) or not isinstance(raw, int | float | str):
             raise InvalidOperation
-        if isinstance(raw, str) and not re.match(AMOUNT_TEXT, raw):  # "1e3": refused, never guessed
+        if isinstance(raw, str) and not is_amount_text(raw):  # "1e3": refused, never guessed
             raise InvalidOperation
         amount = Decimal(str(raw))
     except InvalidOperation:

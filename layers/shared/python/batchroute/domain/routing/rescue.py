@@ -20,7 +20,6 @@ Pure (the clock's time is passed in). docs/batches.md, "Deadline rescue", is the
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -38,7 +37,7 @@ from batchroute.domain.routing.lane_plan import (
     lane_key,
     new_lane_record,
 )
-from batchroute.money import AMOUNT_TEXT, MICROS_PER_USD, Money
+from batchroute.money import MICROS_PER_USD, Money, is_amount_text
 
 RescueMode = Literal["within_reservation", "allow_overage", "off"]
 RESCUE_MODES: Final[tuple[RescueMode, ...]] = get_args(RescueMode)
@@ -130,7 +129,7 @@ def _usd(value: object) -> Decimal | None:
     is refused, never guessed (docs/money.md, "Typed amounts")."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    if isinstance(value, str) and not re.fullmatch(AMOUNT_TEXT, value):
+    if isinstance(value, str) and not is_amount_text(value):
         return None
     try:
         amount = Decimal(str(value))
