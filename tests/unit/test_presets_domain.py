@@ -243,6 +243,17 @@ def test_a_patch_holds_only_what_it_changes_to_rules_made_since_the_version_was_
         assert [e["field"] for e in (refused.value.details or {})["errors"]] == [field]
     with pytest.raises(InvalidRequest):
         parse_preset(merge_patch(old, {}), catalog, with_name=False)
+    # And a value equal only to Python (True == 1) is a change, not the stored value; the
+    # same number spelled 1 or 1.0 (a browser sends 1.0 as 1) is not
+    older = replace(old, golden_set={**golden, "items": [{**golden["items"][0], "expected": 1.0}]})
+    resent = {**golden, "items": [{**golden["items"][0], "expected": 1}]}
+    assert parse_preset(
+        merge_patch(older, {"golden_set": resent}), catalog, with_name=False, kept=older.template()
+    ).golden_set == {**golden, "items": [{**golden["items"][0], "expected": 1.0}]}
+    changed = {**golden, "items": [{**golden["items"][0], "expected": True}]}
+    body = merge_patch(older, {"golden_set": changed})
+    with pytest.raises(InvalidRequest):
+        parse_preset(body, catalog, with_name=False, kept=older.template())
 
 
 # -- the expander ------------------------------------------------------------------------------------

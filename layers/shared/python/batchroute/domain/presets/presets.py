@@ -420,6 +420,20 @@ def _optional_text(value: object, key: str, limit: int, problems: list[tuple[str
     return value
 
 
+def _unchanged(given: object, stored: object) -> bool:
+    """Whether a PATCH resends a stored value as it is. As JSON values: `true` is not `1`
+    (equal to Python), while `1` and `1.0` are one number (a browser sends 1.0 as 1)."""
+    if isinstance(given, bool) or isinstance(stored, bool):
+        return given is stored
+    if isinstance(given, Mapping) and isinstance(stored, Mapping):
+        return given.keys() == stored.keys() and all(_unchanged(given[k], stored[k]) for k in given)
+    if isinstance(given, list) and isinstance(stored, list):
+        return len(given) == len(stored) and all(map(_unchanged, given, stored))
+    if isinstance(given, Mapping | list) or isinstance(stored, Mapping | list):
+        return False
+    return given == stored
+
+
 def _golden_set(
     raw: object,
     model: str | None,
@@ -434,7 +448,8 @@ def _golden_set(
     if isinstance(raw, Mapping) and raw.get("model") is None and model is not None:
         raw = {**raw, "model": model}
     try:
-        golden = golden_set_from_api(kept) if kept is not None and raw == kept else parse_golden_set(raw)
+        same = kept is not None and _unchanged(raw, kept)
+        golden = golden_set_from_api(kept) if kept is not None and same else parse_golden_set(raw)
     except InvalidRequest as refused:
         problems.append((str((refused.details or {}).get("field", "golden_set")), refused.message))
         return None
@@ -496,9 +511,8 @@ def _parameters(
                 problems.append((where, "top_p must be a number above 0 and at most 1."))
                 continue
         elif key == "response_format":
-            problem = (
-                None if kept_format is not None and item == kept_format else _response_format_problem(item)
-            )
+            same = kept_format is not None and _unchanged(item, kept_format)
+            problem = None if same else _response_format_problem(item)
             if problem:
                 problems.append((where, problem))
                 continue
