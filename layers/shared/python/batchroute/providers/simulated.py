@@ -484,7 +484,7 @@ class SimulatedSyncProvider:
                 yield base.StreamDelta(piece)
             for call in answer.calls:
                 yield base.StreamDelta("", tool_calls=(call,))
-            yield base.StreamEnd(answer.result(request.custom_id))
+            yield base.StreamEnd.of(answer.result(request.custom_id))
         finally:
             self._release()
 
