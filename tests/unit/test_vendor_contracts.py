@@ -17,6 +17,7 @@ run it longer with e.g. `CONTRACT_EXAMPLES=5000 pytest tests/unit/test_vendor_co
 
 from __future__ import annotations
 
+import base64
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,7 @@ from batchroute.domain.catalog.catalog import Lane, LaneLive
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards, lane_gate_failures
 from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.providers.base import PermanentProviderError, ProviderRequest
+from batchroute_tools.contracts import bedrock as bedrock_contract
 from batchroute_tools.contracts import contract
 from batchroute_tools.emulators.openai import takes_dimensions
 from tests.unit.item_strategies import accepted_items
@@ -385,3 +387,38 @@ def test_an_image_url_that_tells_no_type_still_goes_to_lanes_that_fetch_it(model
     raw = vision_item("https://example.com/render?id=3", model)
     lanes = routable_lanes(raw)
     assert lanes and [problem for lane in lanes for problem in violations_on(raw, lane)] == []
+
+
+# -- one image's bytes: the catalog's `max_image_bytes` is what the vendor takes ------------------
+VISION_LANES = sorted(
+    (
+        lane
+        for lane in CATALOG.lanes
+        if lane.max_image_bytes and "vision" in lane.operations and DEPLOYMENT.endpoint(lane.provider)
+    ),
+    key=lambda lane: lane.lane_id,
+)
+
+
+def jpeg_item(size: int, model: str) -> dict[str, Any]:
+    data = base64.b64encode(b"\xff\xd8\xff\xe0" + b"\x00" * (size - 4)).decode()
+    return vision_item(f"data:image/jpeg;base64,{data}", model)
+
+
+@pytest.mark.parametrize("lane", VISION_LANES, ids=lambda lane: lane.lane_id)
+def test_the_largest_image_a_lane_admits_fits_its_vendors_contract(lane: Lane) -> None:
+    assert lane.max_image_bytes is not None
+    # Given an image of exactly the lane's limit: it routes there, and its bodies are valid
+    largest = jpeg_item(lane.max_image_bytes, lane.model)
+    assert lane in routable_lanes(largest) and violations_on(largest, lane) == []
+    # And one byte more goes to no lane of that limit
+    assert lane not in routable_lanes(jpeg_item(lane.max_image_bytes + 1, lane.model))
+
+
+def test_bedrock_lanes_admit_no_more_image_than_converse_takes() -> None:
+    # Bedrock's lanes take no images yet (the adapter refuses them); the limits they carry for
+    # a vision model added later are Converse's own (botocore: 20 images of at most 3.75 MB)
+    lanes = [lane for lane in CATALOG.lanes if lane.provider == "bedrock"]
+    assert lanes and {(lane.max_images, lane.max_image_bytes) for lane in lanes} == {
+        (bedrock_contract.MAX_IMAGES, bedrock_contract.MAX_IMAGE_BYTES)
+    }
