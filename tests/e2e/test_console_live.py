@@ -197,7 +197,10 @@ def test_the_payment_banner_gives_way_to_the_credit_once_it_landed(page: Page) -
     page.goto("/console/billing")
     page.get_by_label(re.compile(r"^Amount \(USD")).fill("40")
     page.get_by_role("button", name="Continue to payment").click()
-    expect(page.get_by_role("heading", name=re.compile("credits: 40.00 USD"))).to_be_visible()
+    # A checkout session made at the processor, then its page: two round trips (under a loaded
+    # machine's two test workers, more than the default 5 s has been seen)
+    checkout = page.get_by_role("heading", name=re.compile("credits: 40.00 USD"))
+    expect(checkout).to_be_visible(timeout=20_000)
     page.get_by_role("button", name="Pay", exact=True).click()
     page.wait_for_url(re.compile(r"/console/billing\?checkout=success&session_id=cs_"))
     # Then the credit shows, with the new balance, and the "Payment received" banner is gone
