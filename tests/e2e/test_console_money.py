@@ -213,7 +213,7 @@ def test_the_receipt_shows_the_fee_schedule_line_and_why_a_lane_at_the_same_pric
     expect(basis).to_have_text(
         re.compile(r"^Service fee [\d.,]+ USD: the [\d.]+% standard batch fee of the provider subtotal")
     )
-    expect(basis).to_contain_text("for each lane run (1 lane)")
+    expect(basis).to_contain_text("for each lane that delivered answers (1 lane)")
     # And the lane at the same price says what decided, not only "outranked"
     rejected = page.get_by_test_id("rejected-lanes")
     same_price = rejected.get_by_role("row").filter(has_text="same price")

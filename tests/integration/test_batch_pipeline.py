@@ -677,7 +677,8 @@ def test_through_the_api_a_batch_runs_settles_and_retries(stack: LocalStack, org
     # And the fee schedule line behind the service fee (docs/money.md)
     basis = receipt["service_fee_basis"]
     assert basis["fee"] == "standard_batch_fee" and basis["lane_count"] >= 1
-    assert basis["schedule_line"].startswith("Service fee ") and "for each lane run" in basis["schedule_line"]
+    line = basis["schedule_line"]
+    assert line.startswith("Service fee ") and "for each lane that delivered answers" in line
     state = LedgerStore(get_settings().table_name("ledger")).state(org.org_id)
     assert state.reserved == Money.zero() and state.balance == Money.usd("10") - charged
     detail = client.get(f"/v1/batches/{batch['id']}?include_billing_receipt=true", headers=headers).json()

@@ -150,7 +150,7 @@ def test_the_fee_basis_shows_the_schedule_line_behind_a_fee_100_times_the_cost()
         "margin_floor_pct": "5.9",
         "margin_floor_applied": False,
         "schedule_line": "Service fee 0.01 USD: the 5.9% standard batch fee of the provider subtotal "
-        "(0.0001 USD) plus 0.01 USD for each lane run (1 lane).",
+        "(0.0001 USD) plus 0.01 USD for each lane that delivered answers (1 lane).",
     }
 
 
@@ -160,7 +160,7 @@ def test_the_fee_basis_names_the_margin_floor_and_the_workflow_fee_when_they_app
     assert floor["margin_floor_applied"] is True
     assert floor["schedule_line"] == (
         "Service fee 5.90 USD: the 5.9% margin floor of the provider subtotal (100.00 USD), more than "
-        "the 2% standard batch fee plus 0.00 USD for each lane run (1 lane)."
+        "the 2% standard batch fee plus 0.00 USD for each lane that delivered answers (1 lane)."
     )
     two = [usage(10_000_000, 0, lane_id="a/m", inp="1"), usage(1, 0, lane_id="b/m")]
     workflow = price_usage(two, FEES, fee_kind="workflow").fee_basis(FEES)

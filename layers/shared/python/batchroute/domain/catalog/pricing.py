@@ -199,7 +199,7 @@ class PriceBreakdown:
         lanes = f"{self.lane_count} lane{'' if self.lane_count == 1 else 's'}"
         rate = f"{_pct(self.fee_pct)}% {name}"
         on_subtotal = f"of the provider subtotal ({money_text(self.provider_subtotal)})"
-        per_lanes = f"{money_text(per_lane)} for each lane run ({lanes})"
+        per_lanes = f"{money_text(per_lane)} for each lane that delivered answers ({lanes})"
         if self.margin_floor_applied:
             line = (
                 f"Service fee {money_text(self.service_fee)}: the {_pct(fees.margin_floor_pct)}% margin "
