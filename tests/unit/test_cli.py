@@ -646,8 +646,17 @@ def test_an_api_error_exits_1_with_its_code_and_preflight_issues_and_no_tracebac
     assert code == 1
     err = capsys.readouterr().err
     assert err.startswith("error: batch_preflight_failed: batch_preflight_failed happened\n")
-    assert "context_window/preflight_context_window_exceeded (items[0].input): Too long." in err
+    issue = "context_window/preflight_context_window_exceeded (items[0].input, items.jsonl:1): Too long."
+    assert issue in err
     assert "Shorten it." in err and "Traceback" not in err
+
+    # An issue of an item names the item's line in the file (blank lines are no items)
+    preflight["errors"][0]["path"] = "items[1].model"
+    second = {**NATIVE, "customer_item_id": "b"}
+    path.write_text("\n" + json.dumps(NATIVE) + "\n\n" + json.dumps(second) + "\n")
+    api = FakeAPI({"POST /v1/quotes/model": [error(400, "batch_preflight_failed", preflight=preflight)]})
+    assert run(api, "quote", str(path), tmp_path=tmp_path)[0] == 1
+    assert "(items[1].model, items.jsonl:4): Too long." in capsys.readouterr().err
 
     api = FakeAPI({"GET /v1/batches/batch_9": [error(401, "invalid_api_key")]})
     code, _ = run(api, "status", "batch_9", "--json", tmp_path=tmp_path)
@@ -1001,6 +1010,12 @@ def test_quote_shows_whether_the_balance_covers_it_and_the_preflight_warnings(
         out = capsys.readouterr().out
         assert f"{available} USD {says}" in out
         assert "warning: spending_limit_exceeded: This batch would take the month's spend past" in out
+    # A warning about one item names its line in the file
+    short = {"category": "context_window", "code": "lane_window_short", "path": "items[0]", "message": "x"}
+    body = {**quote_body(1), "preflight": {"ok": True, "errors": [], "warnings": [short]}}
+    api = FakeAPI({"POST /v1/quotes/model": [httpx.Response(200, json=body)]})
+    assert run(api, "quote", str(path), tmp_path=tmp_path, width=200)[0] == 0
+    assert "warning: lane_window_short (items[0], items.jsonl:1): x" in capsys.readouterr().out
 
 
 def test_chat_streams_the_answer_and_json_prints_the_completion(

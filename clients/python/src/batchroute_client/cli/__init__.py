@@ -35,6 +35,7 @@ def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -
     json_mode = "--json" in args
     previous = rt.CURRENT
     rt.CURRENT = runtime or rt.Runtime()
+    rt.CURRENT.locate = None  # no input file read yet in this run
     try:
         command = typer.main.get_command(app)
         result = command.main(args=args, prog_name="batchroute", standalone_mode=False)
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -
         _fail(json_mode, "usage_error", str(exc), exc)
         return EXIT_USAGE
     except APIError as exc:
-        sys.stderr.write(render.error_line(exc) + "\n")
+        sys.stderr.write(render.error_line(exc, rt.CURRENT.locate) + "\n")
         if json_mode:
             _emit(render.error_document(exc), exc)
         return EXIT_API

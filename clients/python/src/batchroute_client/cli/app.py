@@ -201,6 +201,7 @@ def _quote_file(
         raise typer.BadParameter("must be auto, inline, direct or signed", param_hint="--upload")
     converted = convert(path, work)
     work.flush()
+    rt.CURRENT.locate = converted.where  # a preflight issue then names its line in `path`
     if upload == "inline" or (upload == "auto" and converted.bytes <= INLINE_MAX_BYTES):
         return client.quotes.model(items=read_items(work), **options), converted, None
     with UploadBar(render.err(), f"upload {path.name}", bars) as bar:
@@ -233,7 +234,7 @@ def quote(
     if json_mode:
         render.emit_json({"quote": got.raw, "input": _input_summary(converted, file_id)})
         return
-    _show(*render.quote_view(got))
+    _show(*render.quote_view(got, converted.where))
 
 
 def _input_summary(converted: Converted, file_id: str | None) -> dict[str, Any]:

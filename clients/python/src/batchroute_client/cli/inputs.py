@@ -21,6 +21,8 @@ The converted items are written to a JSONL file, so a large input is never held 
 from __future__ import annotations
 
 import json
+import re
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +52,9 @@ class InputError(Exception):
     """The input file cannot be used (a usage error, exit 2); the message names the lines."""
 
 
+_ITEM_PATH = re.compile(r"items\[(\d+)\]")
+
+
 @dataclass
 class Converted:
     items: int = 0
@@ -58,6 +63,16 @@ class Converted:
     models: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
+    name: str = ""  # the input file's name
+    # each item's line in the input file (blank lines and a BOM skipped): 4 bytes an item
+    lines: array[int] = field(default_factory=lambda: array("I"))
+
+    def where(self, path: str) -> str | None:
+        """The input file's `name:line` of the item an issue path names (`items[2].model`),
+        as sent in order (inline or as the uploaded file); None for another path."""
+        found = _ITEM_PATH.match(path)
+        index = int(found.group(1)) if found else -1
+        return f"{self.name}:{self.lines[index]}" if 0 <= index < len(self.lines) else None
 
     @property
     def format(self) -> str:
@@ -116,7 +131,7 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
 def convert(path: Path, out: IO[bytes]) -> Converted:
     """Write every line of `path` as a native item (compact JSON) to `out`; raise InputError
     listing the first bad lines if any line is not usable."""
-    summary = Converted()
+    summary = Converted(name=path.name)
     for number, line in _lines(path):
         if not line.strip():
             continue
@@ -141,6 +156,7 @@ def convert(path: Path, out: IO[bytes]) -> Converted:
             continue
         summary.vendor_rows += int(vendor)
         summary.items += 1
+        summary.lines.append(number)
         if isinstance(parsed.get("model"), str):
             summary.models.add(parsed["model"])
         summary.bytes += len(encoded)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,15 +71,16 @@ def counts_text(batch: Batch) -> str:
     )
 
 
-def error_line(exc: APIError) -> str:
-    """`error: <code>: <message>`, then the details a person needs: preflight issues, the
-    issues of a refused request (`path: message`), the field refused, other scalar details and
-    the request id. The API never echoes input back, so nothing here repeats a secret."""
+def error_line(exc: APIError, locate: Callable[[str], str | None] | None = None) -> str:
+    """`error: <code>: <message>`, then the details a person needs: preflight issues (each
+    with the input file's `name:line` of its item when `locate` tells it), the issues of a
+    refused request (`path: message`), the field refused, other scalar details and the
+    request id. The API never echoes input back, so nothing here repeats a secret."""
     lines = [f"error: {exc.code}: {exc.message}"]
     details = exc.details if isinstance(exc.details, dict) else {}
     preflight = details.get("preflight")
     if isinstance(preflight, dict):
-        lines.extend(_preflight_lines(preflight))
+        lines.extend(_preflight_lines(preflight, locate))
     else:
         lines.extend(_detail_lines(details))
     if exc.retry_after is not None:  # a long wait raised at once, or the last after the retries
@@ -98,10 +99,12 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
 
 
-def _preflight_lines(preflight: Mapping[str, Any]) -> list[str]:
+def _preflight_lines(
+    preflight: Mapping[str, Any], locate: Callable[[str], str | None] | None = None
+) -> list[str]:
     lines = []
     for issue in preflight.get("errors") or []:
-        where = f" ({issue.get('path')})" if issue.get("path") else ""
+        where = _at(issue.get("path"), locate)
         lines.append(f"  - {issue.get('category')}/{issue.get('code')}{where}: {issue.get('message')}")
         if issue.get("action"):
             lines.append(f"    {issue['action']}")
@@ -371,7 +374,9 @@ def shorten(text: str, limit: int) -> str:
     return cut.rstrip() + "…"
 
 
-def quote_view(quote: Quote) -> list[Any]:
+def quote_view(quote: Quote, locate: Callable[[str], str | None] | None = None) -> list[Any]:
+    """The quote as a person reads it; `locate` names the input file's line of an item a
+    preflight warning is about."""
     price = quote.pricing_estimate
     summary = fields_table(
         [
@@ -411,7 +416,7 @@ def quote_view(quote: Quote) -> list[Any]:
         summary,
         Grid(columns, rows, title="Lanes"),
         Text(quote.customer_explanation),
-        *(_warning(warning) for warning in warnings if isinstance(warning, Mapping)),
+        *(_warning(warning, locate) for warning in warnings if isinstance(warning, Mapping)),
     ]
 
 
@@ -424,9 +429,18 @@ def _funding(funding: object) -> list[tuple[str, Any]]:
     return [("available", Text(money(funding.get("available"))) + verdict)]
 
 
-def _warning(warning: Mapping[str, Any]) -> Text:
+def _at(path: object, locate: Callable[[str], str | None] | None) -> str:
+    """` (items[2].model, items.jsonl:4)`: an issue's path and, when `locate` tells it, the
+    input file's line of its item; ` (path)` alone otherwise; nothing without a path."""
+    if not path:
+        return ""
+    line = locate(str(path)) if locate is not None else None
+    return f" ({path}, {line})" if line else f" ({path})"
+
+
+def _warning(warning: Mapping[str, Any], locate: Callable[[str], str | None] | None) -> Text:
     """A preflight warning (a spending limit the batch would pass, a lane short of window)."""
-    where = f" ({warning['path']})" if warning.get("path") else ""
+    where = _at(warning.get("path"), locate)
     return Text(f"warning: {warning.get('code')}{where}: {warning.get('message') or ''}", style="yellow")
 
 

@@ -34,6 +34,9 @@ class Runtime:
     timeout: float = 60.0
     width: int | None = None  # tables' width; None: `columns()`
     is_terminal: Callable[[], bool] = field(default=lambda: sys.stdout.isatty())
+    # Where an issue's path (`items[2].model`) points in the input file this run sends: set
+    # once the file is read (`inputs.Converted.where`), so an error names its `file:line`
+    locate: Callable[[str], str | None] | None = None
 
     def settings(self, base_url: str | None) -> Settings:
         return resolve(self.env, base_url)
