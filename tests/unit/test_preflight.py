@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from batchroute.domain.batches import preflight as preflight_module
 from batchroute.domain.batches.files import file_type_issue
 from batchroute.domain.batches.preflight import ACTIONS, CATEGORIES, Issue, Preflight, PreflightResult
 from batchroute.domain.catalog.catalog import Catalog
@@ -486,6 +487,32 @@ def test_a_schema_no_lane_supports_is_json_schema_unsupported() -> None:
     result = checked([item(0), structured(SCHEMA) | {"customer_item_id": "s"}], cat=cat)
     assert codes(result) == [("json_schema", "json_schema_unsupported", "items[1].input")]
     assert (result.errors[0].details or {})["required"] == "json_schema"
+
+
+def test_a_group_check_names_the_file_line_of_the_item_it_found() -> None:
+    # Given a file: an item on line 1, a blank line, a bad line, then items on lines 4 and 5
+    cat = catalog([provider("a")], [lane("a")])
+    preflight = Preflight(cat)
+    preflight.add_item(0, item(0), line=1)
+    preflight.add_line_error(3, "line 3 is not JSON", reason="invalid_json")
+    preflight.add_item(1, item(1), line=4)
+    preflight.add_item(2, structured(SCHEMA) | {"customer_item_id": "s"}, line=5)
+    # Then the schema no lane supports, found when the group is checked, names line 5
+    schema = [i for i in preflight.result().errors if i.code == "json_schema_unsupported"]
+    assert [(i.path, i.line) for i in schema] == [("items[2].input", 5)]
+    # And items not from a file name no line
+    inline = checked([item(0), structured(SCHEMA) | {"customer_item_id": "s"}], cat=cat)
+    assert [i.line for i in inline.errors] == [None]
+
+
+def test_past_its_bound_on_line_shifts_a_group_issue_names_no_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight_module, "MAX_LINE_SHIFTS", 1)
+    preflight = Preflight(catalog([provider("a")], [lane("a")]))
+    preflight.add_item(0, item(0), line=1)
+    preflight.add_item(1, item(1), line=3)  # a second shift: past the bound, lines unknown
+    preflight.add_item(2, structured(SCHEMA) | {"customer_item_id": "s"}, line=4)
+    schema = [i for i in preflight.result().errors if i.code == "json_schema_unsupported"]
+    assert [(i.path, i.line) for i in schema] == [("items[2].input", None)]  # never a wrong line
 
 
 # -- webhook ---------------------------------------------------------------------------------
