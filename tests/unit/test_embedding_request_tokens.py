@@ -54,9 +54,10 @@ FITS_NONE = ["w" * 2_100] * 2  # 703 an input (over b's window), 1,403 summed (o
 
 
 def _preflight(cat: Catalog, *items: dict[str, Any]) -> Preflight:
+    """The preflight of `items` read as the lines of a file (as `profile_items` profiles them)."""
     preflight = Preflight(cat)
     for index, raw in enumerate(items):
-        preflight.add_item(index, raw)
+        preflight.add_item(index, raw, line=index + 1)
     return preflight
 
 

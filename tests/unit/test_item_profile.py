@@ -121,9 +121,10 @@ SMALL_ALL = _with_other_model(SMALL)
 
 
 def streamed(items: list[dict[str, Any]], cat: Catalog) -> Preflight:
+    """The preflight of `items` read as the lines of a file (as `profile_items` profiles them)."""
     preflight = Preflight(cat)
     for index, raw in enumerate(items):
-        preflight.add_item(index, raw)
+        preflight.add_item(index, raw, line=index + 1)
     return preflight
 
 
@@ -327,7 +328,7 @@ def test_a_quote_from_the_profile_is_the_streamed_quote(body: dict[str, Any]) ->
     items = [item(n) for n in range(6)] + [item(6, text="w " * 9_000, max_output_tokens=500)]
     items += [item(n, model=EMBED, operation="embeddings", input={"input": "x"}) for n in range(7, 9)]
     service = quotes(SMALL)
-    want = _answer(service.plan(QuoteRequest(Routing.parse(body)), enumerate(items)))
+    want = _answer(service.plan(QuoteRequest(Routing.parse(body)), enumerate(items, start=1)))
     assert [w["code"] for w in want["warnings"]] == ["context_window_lanes_excluded"]
     # When the same body is quoted from the file's profile, without reading an item
     got = _answer(service.plan(QuoteRequest(Routing.parse(body)), _Unread(), profile=profile_items(items)))
@@ -367,3 +368,26 @@ def test_an_unknown_model_or_operation_falls_back() -> None:
     assert unknown.usable and Preflight.from_profile(unknown, SMALL) is None
     wrong_op = profile_items([item(0, operation="vision")])
     assert wrong_op.usable and Preflight.from_profile(wrong_op, SMALL) is None
+
+
+def test_a_profile_keeps_where_the_items_stand_so_a_group_issue_names_its_line() -> None:
+    # Given a file: a blank line, an item, two blank lines, an item offering a tool no lane has
+    builder = ItemProfileBuilder()
+    tooled = item(
+        1, input={"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web_search"}]}
+    )
+    builder.add_lines([(2, item(0)), (5, tooled)])
+    profile = ItemProfile.from_json(builder.finish().to_json())  # as stored with the file
+    assert profile is not None and profile.usable
+    # When the quote's preflight stands on the profile, without reading the file
+    preflight = Preflight.from_profile(profile, SMALL)
+    assert preflight is not None
+    # Then the tool no lane offers is named at its item and its line, as reading the file names it
+    issues = [(i.code, i.path, i.line) for i in preflight.result().errors]
+    assert issues == [("tool_not_supported", "items[1]", 5)]
+    # And a profile stored before it kept lines names none, never a wrong one
+    older = json.loads(builder.finish().to_json())
+    del older["lines"]
+    stored = ItemProfile.from_json(json.dumps(older))
+    assert stored is not None
+    assert [i.line for i in (Preflight.from_profile(stored, SMALL) or preflight).result().errors] == [None]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from batchroute.domain.batches import preflight as preflight_module
+from batchroute.domain.batches import line_shifts
 from batchroute.domain.batches.files import file_type_issue
 from batchroute.domain.batches.preflight import ACTIONS, CATEGORIES, Issue, Preflight, PreflightResult
 from batchroute.domain.catalog.catalog import Catalog
@@ -506,7 +506,7 @@ def test_a_group_check_names_the_file_line_of_the_item_it_found() -> None:
 
 
 def test_past_its_bound_on_line_shifts_a_group_issue_names_no_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight_module, "MAX_LINE_SHIFTS", 1)
+    monkeypatch.setattr(line_shifts, "MAX_LINE_SHIFTS", 1)
     preflight = Preflight(catalog([provider("a")], [lane("a")]))
     preflight.add_item(0, item(0), line=1)
     preflight.add_item(1, item(1), line=3)  # a second shift: past the bound, lines unknown

@@ -36,12 +36,13 @@ from __future__ import annotations
 import json
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from batchroute.domain.batches.canonical_json import ItemsDigest
 from batchroute.domain.batches.item_ids import IdHashes
 from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.batches.line_shifts import LineShifts
 from batchroute.domain.catalog import tokens
 from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.domain.routing.prompt_cache import SharedPrefixView, run_views, runs_of
@@ -156,12 +157,18 @@ class ItemProfile:
     digest: str = ""
     models: tuple[ModelProfile, ...] = ()
     facts: str = FACTS
+    lines: LineShifts = field(default_factory=LineShifts)  # where the items stand in the file
 
     def to_json(self) -> str:
         """The compact JSON text stored with the file."""
         value: dict[str, object] = {"v": PROFILE_VERSION, "facts": self.facts, "usable": self.usable}
         if self.usable:
-            value.update(items=self.item_count, digest=self.digest, models=[m.to_json() for m in self.models])
+            value.update(
+                items=self.item_count,
+                digest=self.digest,
+                models=[m.to_json() for m in self.models],
+                lines=self.lines.to_json(),
+            )
         else:
             value["reason"] = self.reason
         return json.dumps(value, separators=(",", ":"), sort_keys=True)
@@ -183,6 +190,7 @@ class ItemProfile:
                 item_count=int(value["items"]),
                 digest=str(value["digest"]),
                 models=tuple(ModelProfile.from_json(m) for m in value["models"]),
+                lines=LineShifts.from_json(value.get("lines")),  # profiles before it: no lines
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
@@ -229,6 +237,7 @@ class ItemProfileBuilder:
         # customer_item_ids as their hashes, 8 B an item (domain/batches/item_ids.py, as the preflight
         # of a file keeps them): a repeat, or rarely a collision, only costs the profile
         self._ids = IdHashes()
+        self._lines = LineShifts()
 
     @property
     def usable(self) -> bool:
@@ -237,10 +246,11 @@ class ItemProfileBuilder:
     def add_lines(self, lines: Iterable[tuple[int, Mapping[str, Any] | LineError]]) -> None:
         if self._reason is not None:
             return
-        for _, parsed in lines:
+        for line, parsed in lines:
             if isinstance(parsed, LineError):
                 self._reason = "line_error"
                 return
+            self._lines.note(self._count, line)
             self.add_item(parsed)
             if self._reason is not None:
                 return
@@ -285,7 +295,9 @@ class ItemProfileBuilder:
             for model, group in sorted(self._groups.items())
         )
         digest = self._digest.hexdigest()
-        profile = ItemProfile(usable=True, item_count=self._count, digest=digest, models=models)
+        profile = ItemProfile(
+            usable=True, item_count=self._count, digest=digest, models=models, lines=self._lines
+        )
         if len(profile.to_json()) > MAX_PROFILE_BYTES:
             return ItemProfile(usable=False, reason="too_large")
         return profile
@@ -308,7 +320,8 @@ def apart_key(stored: str | None) -> str | None:
 
 
 def profile_items(items: Iterable[Mapping[str, Any] | LineError]) -> ItemProfile:
-    """The profile of items in order (tests and tools; the file check feeds a builder)."""
+    """The profile of items in order, as the lines of a file (tests and tools; the file check
+    feeds a builder)."""
     builder = ItemProfileBuilder()
-    builder.add_lines(enumerate(items))
+    builder.add_lines(enumerate(items, start=1))  # as a file numbers its lines
     return builder.finish()

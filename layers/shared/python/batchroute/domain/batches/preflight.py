@@ -19,8 +19,6 @@ MAX_LISTED_ISSUES errors and as many warnings are listed, the rest summed up in 
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -28,6 +26,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.batches.item_ids import IdHashes
 from batchroute.domain.batches.item_profile import ItemProfile
+from batchroute.domain.batches.line_shifts import LineShifts
 from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.delivery.network import Resolver
 from batchroute.domain.delivery.webhook_targets import public_url_check, webhook_target_problems
@@ -41,10 +40,6 @@ Category = Literal[
 ]
 CATEGORIES: Final[tuple[str, ...]] = get_args(Category)
 MAX_LISTED_ISSUES: Final = 100
-# How many changes of the item-to-line shift a preflight keeps (each blank or bad line before
-# an item is one); past them, group issues name no line
-MAX_LINE_SHIFTS: Final = 10_000
-_ITEM_INDEX = re.compile(r"items\[(\d+)\]")
 _CATALOG_HINT: Final = "GET /v1/catalog/models"
 
 ACTIONS: Final[dict[str, str]] = {
@@ -249,10 +244,9 @@ class Preflight:
         self._counts: Counter[tuple[bool, str, str]] = Counter()  # (is_error, category, code)
         self._failed_models: set[str] = set()
         self._finished = False
-        # Items from a file: (index, line - index) wherever that shift changes (a blank or bad
-        # line), so an issue a group check finds at `items[i]` names its line too; None past
-        # MAX_LINE_SHIFTS such changes (lines unknown from there on)
-        self._shifts: list[tuple[int, int | None]] = []
+        # Items from a file: where each stands in it, so an issue a group check finds at
+        # `items[i]` names its line too
+        self._lines = LineShifts()
 
     @classmethod
     def from_profile(
@@ -287,6 +281,7 @@ class Preflight:
                 return None
             preflight._groups[model.model] = model.group()
         preflight.item_count = profile.item_count
+        preflight._lines = profile.lines
         return preflight
 
     # -- feeding -------------------------------------------------------------------------
@@ -297,7 +292,7 @@ class Preflight:
             raise RuntimeError("preflight already finished: add every item before routing")
         self.item_count += 1
         if line is not None:
-            self._note_line(index, line)
+            self._lines.note(index, line)
         where = f"items[{index}]"
         facts, problems = read_item(item)
         for problem in problems:
@@ -660,26 +655,9 @@ class Preflight:
     ) -> None:
         self._record(Issue(category, code, message, ACTIONS.get(code, ""), path, None, details), error=False)
 
-    def _note_line(self, index: int, line: int) -> None:
-        shift = line - index
-        if self._shifts and self._shifts[-1][1] in (shift, None):
-            return
-        self._shifts.append((index, shift if len(self._shifts) < MAX_LINE_SHIFTS else None))
-
-    def _line_of(self, path: str | None) -> int | None:
-        """The file line of the item `path` names (`items[3].input`), when the items came
-        from a file and it is known."""
-        named = _ITEM_INDEX.match(path or "")
-        if named is None:
-            return None
-        index = int(named.group(1))
-        at = bisect_right(self._shifts, index, key=lambda known: known[0]) - 1
-        shift = self._shifts[at][1] if at >= 0 else None
-        return index + shift if shift is not None else None
-
     def _record(self, issue: Issue, *, error: bool) -> None:
         if issue.line is None and issue.path is not None:  # a group check's: the item's line
-            issue = replace(issue, line=self._line_of(issue.path))
+            issue = replace(issue, line=self._lines.line_at(issue.path))
         self._counts[(error, issue.category, issue.code)] += 1
         listed = self._errors if error else self._warnings
         if len(listed) < self.max_listed:
