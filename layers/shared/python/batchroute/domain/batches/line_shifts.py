@@ -47,5 +47,5 @@ class LineShifts:
 
     @classmethod
     def from_json(cls, value: Sequence[Sequence[int | None]] | None) -> LineShifts:
-        pairs = [(int(str(pair[0])), None if pair[1] is None else int(pair[1])) for pair in value or ()]
+        pairs = [(int(pair[0] or 0), None if pair[1] is None else int(pair[1])) for pair in value or ()]
         return cls(known=pairs)
