@@ -178,7 +178,7 @@ def test_event_view_and_email_text() -> None:
         "data": event.details,
     }
     subject, text = email_text(event)
-    assert subject == "Billing alert threshold crossed" and "daily spend ($1.20) is above $1.00" in text
+    assert subject == "Billing alert threshold crossed" and "daily spend (1.20 USD) is above 1.00 USD" in text
     # the amount as the event carries it (a Money object), read as a person reads it; a reason
     # that ends its own sentence gets no second stop
     money = {"currency": "usd", "amount": "25.00"}

@@ -104,8 +104,9 @@ def email_text(event: BillingEvent) -> tuple[str, str]:
     if kind == LIMIT_REACHED:
         blocked = " New batches are refused until the period ends." if _hard_limit_spent(d) else ""
         return "Spending limit reached", (
-            f"Your {d.get('period')} spending limit of ${d.get('limit')} has been reached: "
-            f"${d.get('spent')} charged this period and ${d.get('in_flight', '0.00')} in flight.{blocked}\n\n"
+            f"Your {d.get('period')} spending limit of {_amount(d.get('limit'))} has been reached: "
+            f"{_amount(d.get('spent'))} charged this period and "
+            f"{_amount(d.get('in_flight', '0.00'))} in flight.{blocked}\n\n"
             "Completed results are not affected."
         )
     if kind == THRESHOLD_CROSSED:
@@ -116,19 +117,20 @@ def email_text(event: BillingEvent) -> tuple[str, str]:
             d.get("period"),
         )
         what = {
-            "balance_below": f"your balance (${observed}) is below ${value}",
-            "spend_above": f"your {period} spend (${observed}) is above ${value}",
+            "balance_below": f"your balance ({_amount(observed)}) is below {_amount(value)}",
+            "spend_above": f"your {period} spend ({_amount(observed)}) is above {_amount(value)}",
             "pct_of_limit": (
-                f"your {period} spend reached {observed}% of your limit of ${d.get('limit')} "
+                f"your {period} spend reached {observed}% of your limit of {_amount(d.get('limit'))} "
                 f"(alert at {value}%)"
             ),
         }.get(str(threshold.get("type") if threshold else None), "an alert threshold was crossed")
         return "Billing alert threshold crossed", f"A billing alert fired: {what}."
     if kind == LOW_BALANCE:
         return "Low credit balance", (
-            f"Your credit balance is ${d.get('balance')}, below your low-balance level of ${d.get('level')}. "
+            f"Your credit balance is {_amount(d.get('balance'))}, below your low-balance level of "
+            f"{_amount(d.get('level'))}. "
             "Add credits to keep batches and chat requests running. This alert fires again only after "
-            f"the balance has been back at ${d.get('rearm_at')} or more."
+            f"the balance has been back at {_amount(d.get('rearm_at'))} or more."
         )
     if kind == AUTO_TOPUP_SUCCEEDED:
         return (
