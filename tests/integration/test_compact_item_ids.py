@@ -74,7 +74,7 @@ def test_a_repeated_id_in_a_file_is_named_with_its_line_and_first_item(
     issue = _duplicate_error(answer)
     assert issue["path"] == "items[2].customer_item_id" and issue["line"] == 3
     assert issue["details"] == {"first_index": 0}
-    assert "'item-0' is already used by items[0]" in issue["message"]
+    assert "'item-0' is already used by items[0] (line 1)." in issue["message"]
     # And the file was read a second time to find it
     assert opened == [file_id, file_id]
 

@@ -157,6 +157,12 @@ def test_a_field_is_named_as_the_endpoints_body_names_it(path: str, endpoint: st
             "/v1/chat/completions",
             "custom_id 'a' is already used by another line.",
         ),
+        (  # the first use's file line, when the preflight knew it
+            "customer_item_id 'a' is already used by items[0] (line 3).",
+            "items[1].customer_item_id",
+            "/v1/chat/completions",
+            "custom_id 'a' is already used by line 3.",
+        ),
         (
             "input.messages is required.",
             "items[0].input.messages",

@@ -505,6 +505,17 @@ def test_a_group_check_names_the_file_line_of_the_item_it_found() -> None:
     assert [i.line for i in inline.errors] == [None]
 
 
+def test_a_repeated_id_names_the_line_of_its_first_use_in_a_file() -> None:
+    preflight = Preflight(CATALOG)
+    preflight.add_item(0, item(0), line=2)  # after a blank line
+    preflight.add_item(1, item(0), line=3)
+    (repeat,) = [i for i in preflight.result().errors if i.code == "duplicate_customer_item_id"]
+    assert repeat.message == "customer_item_id 'item-0' is already used by items[0] (line 2)."
+    assert (repeat.path, repeat.line) == ("items[1].customer_item_id", 3)
+    inline = checked([item(0), item(0)])
+    assert inline.errors[0].message == "customer_item_id 'item-0' is already used by items[0]."
+
+
 def test_past_its_bound_on_line_shifts_a_group_issue_names_no_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(line_shifts, "MAX_LINE_SHIFTS", 1)
     preflight = Preflight(catalog([provider("a")], [lane("a")]))

@@ -305,10 +305,12 @@ class Preflight:
         elif isinstance(customer_item_id, str):
             first = self._ids.setdefault(customer_item_id, index)
             if first != index:
+                first_line = self._lines.line_of(first) if line is not None else None
+                at = f" (line {first_line})" if first_line is not None else ""
                 self._error(
                     "jsonl_shape",
                     "duplicate_customer_item_id",
-                    f"customer_item_id {customer_item_id!r} is already used by items[{first}].",
+                    f"customer_item_id {customer_item_id!r} is already used by items[{first}]{at}.",
                     f"{where}.customer_item_id",
                     line,
                     {"first_index": first},

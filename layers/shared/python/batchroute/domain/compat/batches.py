@@ -160,10 +160,11 @@ def input_message(message: str, path: str | None, endpoint: str = "") -> str:
     if native and named and native != named:
         message = re.sub(rf"(?<![\w.]){re.escape(native)}(?![\w])", named, message)
     message = re.sub(r"(?<![\w.])customer_item_id(?![\w])", "custom_id", message)
-    return _OTHER_ITEM.sub("another line", message)
+    return _OTHER_ITEM.sub(lambda found: f"line {found[1]}" if found[1] else "another line", message)
 
 
-_OTHER_ITEM: Final = re.compile(r"\bitems\[\d+\]")
+# Another item, with its file line when the preflight knew it: `items[0] (line 2)` -> `line 2`
+_OTHER_ITEM: Final = re.compile(r"\bitems\[\d+\](?: \(line (\d+)\))?")
 
 
 @dataclass
