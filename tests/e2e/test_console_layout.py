@@ -385,6 +385,25 @@ def test_a_bad_pasted_line_is_named_once(open_page: Opener, fresh: Account) -> N
     expect(issues.filter(has_text="line 2:")).to_have_count(1)
 
 
+def test_the_refusal_lists_its_issues_in_line_order(open_page: Opener, fresh: Account) -> None:
+    # Given a paste whose line 3 has a field problem and whose line 2 asks for a hosted tool
+    # no lane of its model runs (found by the model group's check, listed after by the API)
+    page = open_page(fresh)
+    page.goto("/console/quotes")
+    tooled = {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web_search"}]}
+    lines = [
+        {"customer_item_id": "a", "operation": "responses", "model": MODEL, "input": tooled},
+        {"customer_item_id": "b", "operation": "responses", "model": MODEL, "input": {"messages": []}},
+    ]
+    page.get_by_label("Or paste JSONL").fill("\n" + "\n".join(json.dumps(line) for line in lines))
+    # When it is quoted
+    page.get_by_role("button", name="Get a free quote").click()
+    # Then the issues read top to bottom as the lines do
+    issues = page.locator("ul.issues li")
+    expect(issues.first).to_contain_text("line 2:")
+    expect(issues.last).to_contain_text("line 3:")
+
+
 def test_the_usage_axis_labels_each_tick_differently(open_page: Opener, busy: Account) -> None:
     # Given an account whose spend is a few cents, drawn per day
     page = open_page(busy)

@@ -52,10 +52,13 @@ async function largeFilePurpose(file: File): Promise<"batch" | "batch_input"> {
   return filePurpose(whole);
 }
 
+/** The refusal's issues in the order of the lines they name (the service lists each item's
+ * own problems first, then what a model group's checks found); issues naming no line last. */
 function preflightIssues(error: unknown): Issue[] {
   if (!(error instanceof ApiError)) return [];
   const preflight = error.details["preflight"] as { errors?: Issue[] } | undefined;
-  return preflight?.errors ?? [];
+  const byLine = (issue: Issue) => issue.line ?? Number.POSITIVE_INFINITY;
+  return [...(preflight?.errors ?? [])].sort((a, b) => byLine(a) - byLine(b));
 }
 
 export function Quotes() {
