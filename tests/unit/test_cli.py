@@ -658,6 +658,14 @@ def test_an_api_error_exits_1_with_its_code_and_preflight_issues_and_no_tracebac
     assert run(api, "quote", str(path), tmp_path=tmp_path)[0] == 1
     assert "(items[1].model, items.jsonl:4): Too long." in capsys.readouterr().err
 
+    # Issues print in the order of the items, whatever order the API lists them in
+    group_found = {**preflight["errors"][0], "code": "tool_not_supported", "path": "items[0]"}
+    preflight["errors"] = [preflight["errors"][0], group_found]
+    api = FakeAPI({"POST /v1/quotes/model": [error(400, "batch_preflight_failed", preflight=preflight)]})
+    assert run(api, "quote", str(path), tmp_path=tmp_path)[0] == 1
+    err = capsys.readouterr().err
+    assert err.index("(items[0], items.jsonl:2)") < err.index("(items[1].model, items.jsonl:4)")
+
     api = FakeAPI({"GET /v1/batches/batch_9": [error(401, "invalid_api_key")]})
     code, _ = run(api, "status", "batch_9", "--json", tmp_path=tmp_path)
     captured = capsys.readouterr()

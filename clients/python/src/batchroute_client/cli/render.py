@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,7 +104,8 @@ def _preflight_lines(
     preflight: Mapping[str, Any], locate: Callable[[str], str | None] | None = None
 ) -> list[str]:
     lines = []
-    for issue in preflight.get("errors") or []:
+    issues = [issue for issue in preflight.get("errors") or [] if isinstance(issue, Mapping)]
+    for issue in sorted(issues, key=_item_order):  # as the items stand in the file
         where = _at(issue.get("path"), locate)
         lines.append(f"  - {issue.get('category')}/{issue.get('code')}{where}: {issue.get('message')}")
         if issue.get("action"):
@@ -427,6 +429,16 @@ def _funding(funding: object) -> list[tuple[str, Any]]:
     enough = funding.get("sufficient")
     verdict = Text(" (enough)", style="green") if enough else Text(" (not enough: top up first)", style="red")
     return [("available", Text(money(funding.get("available"))) + verdict)]
+
+
+_ITEM_PATH = re.compile(r"items\[(\d+)\]")
+
+
+def _item_order(issue: Mapping[str, Any]) -> float:
+    """An issue's place in the input: its item's index; an issue of no one item after them
+    (the service lists each item's own problems first, then what a model group's checks found)."""
+    found = _ITEM_PATH.match(str(issue.get("path") or ""))
+    return int(found.group(1)) if found else float("inf")
 
 
 def _at(path: object, locate: Callable[[str], str | None] | None) -> str:
