@@ -55,6 +55,12 @@ class InputError(Exception):
 _ITEM_PATH = re.compile(r"items\[(\d+)\]")
 
 
+def item_index(path: str) -> int | None:
+    """The index of the item an issue path names (`items[2].model`: 2); None for another path."""
+    found = _ITEM_PATH.match(path)
+    return int(found.group(1)) if found else None
+
+
 @dataclass
 class Converted:
     items: int = 0
@@ -70,9 +76,8 @@ class Converted:
     def where(self, path: str) -> str | None:
         """The input file's `name:line` of the item an issue path names (`items[2].model`),
         as sent in order (inline or as the uploaded file); None for another path."""
-        found = _ITEM_PATH.match(path)
-        index = int(found.group(1)) if found else -1
-        return f"{self.name}:{self.lines[index]}" if 0 <= index < len(self.lines) else None
+        index = item_index(path)
+        return f"{self.name}:{self.lines[index]}" if index is not None and index < len(self.lines) else None
 
     @property
     def format(self) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from batchroute_client.cli.inputs import item_index
 from batchroute_client.errors import APIError, UnexpectedResponse
 from batchroute_client.models import Batch, BillingReceipt, Item, Money, Quote, Usage
 from batchroute_client.money import money_text
@@ -431,14 +431,11 @@ def _funding(funding: object) -> list[tuple[str, Any]]:
     return [("available", Text(money(funding.get("available"))) + verdict)]
 
 
-_ITEM_PATH = re.compile(r"items\[(\d+)\]")
-
-
 def _item_order(issue: Mapping[str, Any]) -> float:
     """An issue's place in the input: its item's index; an issue of no one item after them
     (the service lists each item's own problems first, then what a model group's checks found)."""
-    found = _ITEM_PATH.match(str(issue.get("path") or ""))
-    return int(found.group(1)) if found else float("inf")
+    index = item_index(str(issue.get("path") or ""))
+    return index if index is not None else float("inf")
 
 
 def _at(path: object, locate: Callable[[str], str | None] | None) -> str:
