@@ -398,6 +398,11 @@ def resolve_target(args: argparse.Namespace) -> Target:
         ) from exc
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{path} is not a stack file written by the local runner") from exc
+    if isinstance(stack.get("pid"), int) and not _running(stack["pid"]):
+        raise UsageError(
+            f"no local stack is running: {path} names process {stack['pid']}, which has ended "
+            "(start the local stack with `make run`)"
+        )
     return Target(
         ledger_table=table,
         region=args.region or stack.get("region"),
@@ -407,6 +412,18 @@ def resolve_target(args: argparse.Namespace) -> Target:
         identity_table=others["identity"],
         emulators_url=stack.get("emulators_url") or None,
     )
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` is alive (the runner that wrote the stack file; a runner killed
+    outright leaves its file behind)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def parse_usd(text: str) -> Money:

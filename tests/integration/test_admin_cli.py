@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,13 @@ def test_no_target_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     broken = tmp_path / "broken.json"
     broken.write_text("{}", encoding="utf-8")
     assert main(["credits", "balance", "--org", "org_x", "--stack-file", str(broken)]) == 2
+    # A stack file left by a runner that has ended (killed outright) says so, not "AWS error"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({"pid": gone.pid, "tables": {"ledger": "t"}}), encoding="utf-8")
+    assert main(["credits", "balance", "--org", "org_x", "--stack-file", str(stale)]) == 2
+    assert f"no local stack is running: {stale} names process {gone.pid}" in capsys.readouterr().err
 
 
 def test_a_missing_table_is_an_aws_error_exit_1(
