@@ -404,6 +404,25 @@ def test_the_refusal_lists_its_issues_in_line_order(open_page: Opener, fresh: Ac
     expect(issues.last).to_contain_text("line 3:")
 
 
+def test_a_warning_about_one_item_names_its_line(open_page: Opener, fresh: Account) -> None:
+    # Given a paste whose second line holds an item too long for the model's edge lanes
+    # (32,768-token windows) but not for its others: a warning, found by the group's check
+    page = open_page(fresh)
+    page.goto("/console/quotes")
+    long = {"messages": [{"role": "user", "content": "word " * 40_000}]}
+    short = {"messages": [{"role": "user", "content": "hi"}]}
+    lines = [
+        {"customer_item_id": "a", "operation": "responses", "model": MODEL, "input": short},
+        {"customer_item_id": "b", "operation": "responses", "model": MODEL, "input": long},
+    ]
+    page.get_by_label("Or paste JSONL").fill("\n".join(json.dumps(line) for line in lines))
+    # When it is quoted
+    page.get_by_role("button", name="Get a free quote").click()
+    # Then the warning names the line of the item it is about
+    warnings = page.get_by_test_id("quote-warnings")
+    expect(warnings).to_contain_text("line 2: context_window_lanes_excluded")
+
+
 def test_the_usage_axis_labels_each_tick_differently(open_page: Opener, busy: Account) -> None:
     # Given an account whose spend is a few cents, drawn per day
     page = open_page(busy)

@@ -267,6 +267,7 @@ export function Quotes() {
             <ul className="issues" aria-label="Warnings" data-testid="quote-warnings">
               {quote.preflight.warnings.map((w, index) => (
                 <li key={index}>
+                  {w.line !== undefined && `line ${w.line}: `}
                   <code>{w.code}</code> {w.message} {w.action}
                 </li>
               ))}
