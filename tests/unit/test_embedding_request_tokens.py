@@ -116,9 +116,10 @@ def test_the_preflight_refuses_an_item_no_lane_takes_and_warns_of_a_lane_left_ou
     refused = _preflight(TWO, embedding(0, FITS_A_ONLY), embedding(1, FITS_NONE)).result()
     assert codes(refused) == [("preflight_context_window_exceeded", "items[1].input")]
     assert refused.errors[0].details == {"needed_tokens": 1_403, "request_token_limit": 1_000}
-    # Items that each fit a lane but no lane all of them: the group is refused
+    # Items that each fit a lane but no lane all of them: the group is refused, at its
+    # largest item (the one whose tokens the message gives)
     neither = _preflight(TWO, embedding(0, FITS_B_ONLY), embedding(1, FITS_A_ONLY)).result()
-    assert codes(neither) == [("preflight_context_window_exceeded", "items[0]")]
+    assert codes(neither) == [("preflight_context_window_exceeded", "items[1]")]
     assert neither.errors[0].details is not None
     assert neither.errors[0].details["request_token_limits"] == {LIMITED.lane_id: 1_000}
 

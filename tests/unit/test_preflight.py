@@ -226,6 +226,12 @@ def test_an_item_larger_than_some_lane_windows_is_a_warning() -> None:
     assert result.ok
     assert codes(result, warnings=True) == [("context_window", "context_window_lanes_excluded", "items[0]")]
     assert (result.warnings[0].details or {})["lanes"] == {"a/m-chat": 8_000}
+    # And it names the large item (and its file line), not the group's first
+    preflight = Preflight(CATALOG)
+    preflight.add_item(0, item(0), line=1)
+    preflight.add_item(1, item(1, text="x" * 27_000), line=2)
+    (warning,) = preflight.result().warnings
+    assert (warning.code, warning.path, warning.line) == ("context_window_lanes_excluded", "items[1]", 2)
 
 
 def test_items_that_each_fit_some_lane_but_no_lane_fits_them_all() -> None:

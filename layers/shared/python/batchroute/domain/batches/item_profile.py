@@ -73,6 +73,7 @@ _GROUP_FIELDS: Final = (
     "output_tokens",
     "max_output_tokens",
     "max_item_tokens",
+    "largest_index",
     "largest_dimensions",
     "max_embedding_prompt_tokens",
     "max_images",
@@ -92,6 +93,7 @@ class ModelProfile:
     output_tokens: int
     max_output_tokens: int
     max_item_tokens: int
+    largest_index: int  # the item of max_item_tokens (profiles kept before it: first_index)
     largest_dimensions: int
     max_embedding_prompt_tokens: int  # embeddings: the largest prompt of one item, inputs summed
     max_images: int  # the most image parts one item holds
@@ -135,7 +137,8 @@ class ModelProfile:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> ModelProfile:
-        numbers: dict[str, Any] = {name: int(value[name]) for name in _GROUP_FIELDS if name != "model"}
+        kept = {"largest_index": value["first_index"], **value}  # profiles kept before it had none
+        numbers: dict[str, Any] = {name: int(kept[name]) for name in _GROUP_FIELDS if name != "model"}
         return cls(
             model=str(value["model"]),
             **numbers,

@@ -600,7 +600,7 @@ class Preflight:
                 "context_window_lanes_excluded",
                 f"The largest items of {group.model} need about {group.max_item_tokens} tokens{summed}; "
                 f"{', '.join(windows)} ({short}) will be rejected with context_window_exceeded.",
-                f"items[{group.first_index}]",
+                f"items[{group.largest_item}]",
                 details,
             )
             return
@@ -611,7 +611,7 @@ class Preflight:
             f"Every item of {group.model} fits some lane, but no single lane's context window fits "
             f"them all (the largest prompt is about {group.max_prompt_tokens} tokens, the largest "
             f"request about {group.max_item_tokens}){summed}.",
-            f"items[{group.first_index}]",
+            f"items[{group.largest_item}]",
             details=details,
         )
 

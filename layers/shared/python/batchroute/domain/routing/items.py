@@ -345,6 +345,7 @@ class ModelGroup:
     output_tokens: int = 0  # requested, uncapped
     max_output_tokens: int = 0
     max_item_tokens: int = 0  # the largest prompt + requested output of one item
+    largest_index: int = -1  # that item's index (the first such); -1: none added yet
     largest_dimensions: int = 0  # embeddings: the largest `dimensions` an item asks for
     # embeddings: the largest prompt of one item, summed across its inputs (one request: a
     # lane's `max_embedding_request_tokens` bounds it, as `max_prompt_tokens` its window)
@@ -366,7 +367,9 @@ class ModelGroup:
         self.output_tokens += facts.output_tokens
         self.max_prompt_tokens = max(self.max_prompt_tokens, facts.window_prompt_tokens)
         self.max_output_tokens = max(self.max_output_tokens, facts.output_tokens)
-        self.max_item_tokens = max(self.max_item_tokens, facts.window_prompt_tokens + facts.output_tokens)
+        item_tokens = facts.window_prompt_tokens + facts.output_tokens
+        if item_tokens > self.max_item_tokens or self.largest_index < 0:
+            self.max_item_tokens, self.largest_index = item_tokens, index
         self.largest_dimensions = max(self.largest_dimensions, facts.dimensions)
         self.max_embedding_prompt_tokens = max(self.max_embedding_prompt_tokens, facts.request_tokens)
         self.max_images = max(self.max_images, facts.images)
@@ -376,6 +379,12 @@ class ModelGroup:
             self.tools.setdefault(tool, index)
         for capability in facts.capabilities:
             self.capabilities.setdefault(capability, index)
+
+    @property
+    def largest_item(self) -> int:
+        """The index of the item with the most tokens (prompt + requested output): what a
+        window check of the group is about."""
+        return self.largest_index if self.largest_index >= 0 else self.first_index
 
     def _add_prefix(self, prefix: ItemPrefix) -> None:
         ordinal = self.item_count
