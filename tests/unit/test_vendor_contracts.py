@@ -18,6 +18,7 @@ run it longer with e.g. `CONTRACT_EXAMPLES=5000 pytest tests/unit/test_vendor_co
 from __future__ import annotations
 
 import base64
+import json
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -422,3 +423,34 @@ def test_bedrock_lanes_admit_no_more_image_than_converse_takes() -> None:
     assert lanes and {(lane.max_images, lane.max_image_bytes) for lane in lanes} == {
         (bedrock_contract.MAX_IMAGES, bedrock_contract.MAX_IMAGE_BYTES)
     }
+
+
+# -- tool_choice none: no tool may run, so no hosted tool is needed or sent -----------------------
+@pytest.mark.parametrize("model", ["meta-llama/Llama-3.3-70B-Instruct", "gpt-4o-mini", "claude-sonnet-4"])
+def test_hosted_tools_beside_tool_choice_none_route_anywhere_and_are_not_sent(model: str) -> None:
+    tools = [{"type": "web_search"}]
+    raw = {
+        "customer_item_id": "a",
+        "operation": "responses",
+        "model": model,
+        "input": {"messages": [{"role": "user", "content": "Answer from memory."}], "tools": tools},
+    }
+    raw["input"]["tool_choice"] = "none"
+    # Then every lane of the model may take it, those without web search too
+    lanes = routable_lanes(raw)
+    assert {lane.lane_id for lane in lanes} == {
+        lane.lane_id for lane in CATALOG.lanes_for(model) if DEPLOYMENT.endpoint(lane.provider)
+    }
+    # And what each is sent is valid to its vendor, with no hosted tool in it
+    assert [problem for lane in lanes for problem in violations_on(raw, lane)] == []
+    for lane in lanes:
+        endpoint = DEPLOYMENT.endpoint(lane.provider)
+        assert endpoint is not None
+        vendor = contract(endpoint.adapter)
+        sent = vendor.outgoing(
+            provider_request(raw, lane), endpoint, lane_max_output_tokens=lane.max_output_tokens
+        )
+        assert "web_search" not in json.dumps([body for _, body in sent]), lane.lane_id
+    # While with tool_choice auto only the lanes that run web search may take it
+    raw["input"]["tool_choice"] = "auto"
+    assert all("web_search" in lane.hosted_tools for lane in routable_lanes(raw))

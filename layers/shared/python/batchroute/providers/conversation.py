@@ -15,7 +15,8 @@ of input items). `conversation(input)` turns either into a `Conversation`:
 - `functions`: the function tools, whichever dialect declared them;
 - `hosted_tools`: the hosted tools the item uses, by the service's own names
   (`web_search`, `python_execution`, `file_search`, ...: domain/catalog/catalog.py `HostedTool`),
-  with the settings the item gave them;
+  with the settings the item gave them; none under `tool_choice: none` (no tool may run, and
+  routing needs none: domain/routing/items.py);
 - `tool_choice`: `ToolChoice` (auto, none, required, one function, one hosted tool);
 - `options`: the sampling options (temperature, top_p, seed; `stop` as a list);
 - `response_format`: a structured-output request in chat-completions form.
@@ -156,6 +157,9 @@ def conversation(payload: Mapping[str, Any]) -> Conversation:
             continue
         turns.append(_chat_message(turn, role, content))
     functions, hosted = _tools(payload.get("tools"))
+    choice = _tool_choice(payload.get("tool_choice"))
+    if choice is not None and choice.mode == "none":
+        hosted = ()  # none of them may run: no vendor is sent one (routing needs none either)
     options = {key: payload[key] for key in OPTIONS if payload.get(key) is not None}
     if isinstance(options.get("stop"), str):
         options["stop"] = [options["stop"]]
@@ -166,7 +170,7 @@ def conversation(payload: Mapping[str, Any]) -> Conversation:
         response_format=_response_format(payload),
         functions=functions,
         hosted_tools=hosted,
-        tool_choice=_tool_choice(payload.get("tool_choice")),
+        tool_choice=choice,
     )
 
 

@@ -603,6 +603,8 @@ def _read_tools(payload: dict[str, object], found: _Estimate, problems: list[Ite
     choice = payload.get("tool_choice")
     if choice is not None:
         _read_tool_choice(choice, functions, found, problems)
+    if choice == "none":  # no tool may run: its hosted tools are not sent (providers/conversation.py)
+        found.tools.clear()
     if functions and found.tools:
         found.capabilities.add(FUNCTIONS_WITH_HOSTED_TOOLS)  # Gemini 2.x refuses the mix
         for name in sorted(functions & _VENDOR_TOOL_NAMES):
