@@ -416,13 +416,12 @@ def _tools(talk: Conversation) -> tuple[list[dict[str, Any]], dict[str, Any] | N
     """Gemini's `tools` and functionCallingConfig. Gemini cannot force a built-in tool, nor
     keep a declared one from being used: a tool_choice naming a hosted tool declares it and
     keeps the functions from being called (NONE), `required` without functions leaves the
-    model free, and `none` leaves the hosted tools out (docs/providers.md, Google Gemini)."""
+    model free, and under `none` the normal form holds no hosted tool (providers/conversation.py;
+    docs/providers.md, Google Gemini)."""
     choice = talk.tool_choice
     hosted = list(talk.hosted_tools)
     if choice is not None and choice.mode == "hosted" and all(h.name != choice.name for h in hosted):
         hosted.append(HostedToolUse(str(choice.name)))
-    if choice is not None and choice.mode == "none":
-        hosted = []
     declarations = [_declaration(f.chat()["function"]) for f in talk.functions]
     tools: list[dict[str, Any]] = [{"functionDeclarations": declarations}] if declarations else []
     tools.extend(_hosted_tool(h) for h in hosted)
