@@ -64,10 +64,16 @@ def image_media_type(url: str) -> str | None:
     return IMAGE_EXTENSIONS.get(name[dot:]) if dot > 0 else None
 
 
+def sent_image_type(url: str) -> str | None:
+    """The type an image goes to a vendor as: a data: URL's, the type its bytes are; else the
+    type its URL tells (`image_media_type`)."""
+    return data_image_type(url) or image_media_type(url)
+
+
 def gemini_takes_image(url: str) -> bool:
-    """Whether an image given by `url` can be sent to Gemini: its URL tells its type, and the
-    type (a data: URL's: the type its bytes are) is one of Gemini's image types."""
-    return (data_image_type(url) or image_media_type(url)) in GEMINI_IMAGE_TYPES
+    """Whether an image given by `url` can be sent to Gemini: the type it is sent as
+    (`sent_image_type`) is known and one of Gemini's image types."""
+    return sent_image_type(url) in GEMINI_IMAGE_TYPES
 
 
 def _data_head(url: str) -> bytes | None:

@@ -94,7 +94,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from batchroute.domain.catalog import tokens
-from batchroute.domain.routing.images import GEMINI_IMAGE_TYPES, data_image_type, image_media_type
+from batchroute.domain.routing.images import GEMINI_IMAGE_TYPES, sent_image_type
 from batchroute.providers import base
 from batchroute.providers.conversation import (
     Conversation,
@@ -304,7 +304,7 @@ def _image(url: str) -> dict[str, Any]:
     for Google to fetch, its type the one its path's extension names. Refused when the URL
     tells no type (Gemini would refuse a `fileData` without one), or one that is not among
     Gemini's image types (a GIF): domain/routing/images.py."""
-    media_type = data_image_type(url) or image_media_type(url)  # a data: URL's bytes tell
+    media_type = sent_image_type(url)  # a data: URL's bytes tell
     if media_type is None:
         raise base.PermanentProviderError(
             "Gemini needs an image's type, and this image URL does not tell it: give a data: URL "
