@@ -281,3 +281,29 @@ def test_the_receipt_and_usage_show_the_input_the_vendor_read_from_its_prompt_ca
     expect(page.get_by_test_id("tokens-cache").first).to_contain_text(split)
     by_model = page.get_by_role("row", name=re.compile("gpt-4o-mini"))
     expect(by_model.get_by_test_id("tokens-cache")).to_contain_text(split)
+
+
+def test_the_receipt_shows_the_hosted_tool_calls_each_lane_made(sized: Page) -> None:
+    page = sized
+    signed_in(page, "money-tools")
+    # Given a batch of two items that ask for web search on Claude: the Anthropic emulator runs
+    # one search for each, as its Messages API reports (`server_tool_use.web_search_requests`)
+    rows = [
+        {
+            "customer_item_id": f"search-{n}",
+            "operation": "responses",
+            "model": "claude-sonnet-4",
+            "input": {
+                "messages": [{"role": "user", "content": f"Search the news, question {n}"}],
+                "tools": [{"type": "web_search"}],
+            },
+        }
+        for n in range(2)
+    ]
+    # When its page shows the settled receipt
+    batch_id, receipt = settled_receipt(page, rows)
+    # Then the lane shows its two searches beside its tokens, as the API's receipt counts them
+    read = page.request.get(f"/v1/batches/{batch_id}", params={"include_billing_receipt": "true"})
+    (lane,) = read.json()["billing_receipt"]["provider_lanes"]
+    assert lane["usage"]["tool_uses"] == {"web_search": 2}
+    expect(receipt.get_by_test_id("lane-tools")).to_have_text("hosted tool calls: web_search 2 (not priced)")

@@ -373,6 +373,34 @@ def test_a_batch_whose_provider_reported_cached_input_is_charged_less(
     assert set(plain_live["usage"]) == {"prompt_tokens", "completion_tokens"}
 
 
+def test_a_batch_whose_vendor_ran_hosted_tools_shows_their_calls_by_lane(
+    stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a vendor that reports two web searches and one code execution for each answer
+    answer = Simulator.answer
+
+    def searched_answer(self: Simulator, request: ProviderRequest, text: str | None = None) -> Any:
+        given = answer(self, request, text)
+        tools = (("python_execution", 1), ("web_search", 2))
+        return replace(given, usage=replace(given.usage, tool_uses=tools))
+
+    monkeypatch.setattr(Simulator, "answer", searched_answer)
+    # When a batch of three items (one failing: a failed row counts no calls) runs in chunks of two
+    items = [item(0, GPT), item(1, GPT, text="hi [simulate:fail]"), item(2, GPT)]
+    created = create_batch(org.org_id, items, chunk_size=2)
+    assert run_workflow(stack, created.batch_id)["status"] == "SUCCEEDED"
+    # Then the receipt's lane shows the calls of its two completed items, by tool
+    receipt = _artifacts().read_json(receipt_key(created.batch_id))
+    assert receipt is not None
+    (lane,) = receipt["provider_lanes"]
+    assert lane["item_counts"]["completed"] == 2
+    assert lane["usage"]["tool_uses"] == {"python_execution": 2, "web_search": 4}
+    # And the lane's live usage, added chunk by chunk, shows the same; the money still adds up
+    (live,) = lane_statuses(_records().lanes(created.batch_id))
+    assert live["usage"] == lane["usage"]
+    _assert_settled_exactly(org.org_id, _batch(created.batch_id), created.reserved)
+
+
 def test_an_unavailable_lane_fails_over_at_the_quoted_prices(stack: LocalStack, org: TestOrg) -> None:
     # Given a batch whose selected lane (edge-eu) and the next one (edge-us) go down on item 1
     down = "[simulate:down:edge-eu] [simulate:down:edge-us]"

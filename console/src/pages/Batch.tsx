@@ -224,7 +224,16 @@ function LaneCache({ lane }: { lane: Schemas["ProviderLaneReceipt"] }) {
     cachedReadPrice: lane.unit_prices.cached_input_per_mtok,
     cacheWritePrice: lane.unit_prices.cache_write_input_per_mtok,
   });
-  return text ? <small data-testid="lane-cache">of the input: {text}</small> : null;
+  return text ? <small className="lane-note" data-testid="lane-cache">of the input: {text}</small> : null;
+}
+
+/** The hosted tool calls the lane's vendor made and bills (web search, code execution), by
+ * tool: counted, not yet priced (docs/money.md); nothing when there were none. */
+function LaneTools({ lane }: { lane: Schemas["ProviderLaneReceipt"] }) {
+  const calls = Object.entries(lane.usage.tool_uses ?? {});
+  if (!calls.length) return null;
+  const text = calls.map(([tool, count]) => `${tool} ${count}`).join(", ");
+  return <small className="lane-note" data-testid="lane-tools">hosted tool calls: {text} (not priced)</small>;
 }
 
 function ReceiptView({ receipt }: { receipt: Receipt }) {
@@ -292,6 +301,7 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
               <td>
                 {lane.usage.prompt_tokens} / {lane.usage.completion_tokens}
                 <LaneCache lane={lane} />
+                <LaneTools lane={lane} />
               </td>
               <td>{money(lane.cost)}</td>
               <td>{lane.failover_from ?? "—"}</td>

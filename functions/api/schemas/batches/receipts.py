@@ -24,6 +24,11 @@ class TokenUsage(BaseModel):
     cache_write_input_tokens: int | Absent = Field(
         default=None, description="Input written to the prompt cache"
     )
+    tool_uses: dict[str, int] | Absent = Field(
+        default=None,
+        description="Hosted tool calls the vendor made and bills, by hosted tool name "
+        '(`{"web_search": 3}`; present when any). Counted, not yet priced (docs/money.md)',
+    )
 
 
 class ReceiptItemCounts(BaseModel):

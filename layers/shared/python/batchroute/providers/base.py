@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from batchroute.domain.catalog.catalog import Operation
-from batchroute.domain.catalog.pricing import CacheTokens
+from batchroute.domain.catalog.pricing import CacheTokens, ToolUses
 from batchroute.domain.workflow.results import LineUsage, line_usage
 from batchroute.errors import PermanentError, TransientError
 
@@ -91,13 +91,10 @@ class Usage:
         return max(0, self.prompt_tokens - self.cached_input_tokens - self.cache_write_input_tokens)
 
     def __add__(self, other: Usage) -> Usage:
-        counts = dict(self.tool_uses)
-        for name, count in other.tool_uses:
-            counts[name] = counts.get(name, 0) + count
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
-            tuple(sorted(counts.items())),
+            ToolUses.of((*self.tool_uses, *other.tool_uses)).calls,
             self.cached_input_tokens + other.cached_input_tokens,
             self.cache_write_input_tokens + other.cache_write_input_tokens,
         )

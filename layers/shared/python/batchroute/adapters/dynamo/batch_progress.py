@@ -77,26 +77,32 @@ def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[st
 
 def _usage_counts(tally: ChunkTally) -> dict[str, int]:
     """The usage a finished chunk adds to its lane record's `usage`, by key: the tokens of its
-    completed items and, when any, the cache split (so the live lane view shows it)."""
+    completed items and, when any, the cache split and the hosted tool calls (`tool_uses.<tool>`,
+    lane_records.py), so the live lane view shows them."""
     tokens = {"prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens}
-    return {**tokens, **tally.cache.counts()}
+    return {**tokens, **tally.cache.counts(), **tally.tool_uses.to_tally()}
 
 
 def _usage_adds(tally: ChunkTally) -> str:
-    """`SET` clauses adding `_usage_counts` (values `_tally_values`) to the lane's `usage` map."""
+    """`SET` clauses adding `_usage_counts` (names `_usage_names`, values `_tally_values`) to
+    the lane's `usage` map: each key by a name placeholder (a tool's key holds a dot)."""
     return ", ".join(
-        f"#usage.{name} = if_not_exists(#usage.{name}, :zero) + :u_{name}" for name in _usage_counts(tally)
+        f"#usage.#u{i} = if_not_exists(#usage.#u{i}, :zero) + :u{i}" for i in range(len(_usage_counts(tally)))
     )
+
+
+def _usage_names(tally: ChunkTally) -> dict[str, str]:
+    return {"#usage": "usage", **{f"#u{i}": name for i, name in enumerate(_usage_counts(tally))}}
 
 
 def _tally_values(tally: ChunkTally) -> dict[str, int]:
     """The lane record's additions for a finished chunk."""
-    usage = {f":u_{name}": count for name, count in _usage_counts(tally).items()}
+    usage = {f":u{i}": count for i, count in enumerate(_usage_counts(tally).values())}
     return {":completed": tally.completed, ":failed": tally.failed, ":handed": tally.handed_over, **usage}
 
 
 def _hand_over_update(
-    table_name: str, key: dict[str, Any], values: dict[str, Any], usage_adds: str
+    table_name: str, key: dict[str, Any], values: dict[str, Any], tally: ChunkTally
 ) -> dict[str, Any]:
     """The failing lane's side of a hand-over: its chunk done, `failed`, pointing at its successor."""
     return {
@@ -109,9 +115,9 @@ def _hand_over_update(
             "completed = if_not_exists(completed, :zero) + :completed, "
             "failed = if_not_exists(failed, :zero) + :failed, "
             "handed_over = if_not_exists(handed_over, :zero) + :handed, "
-            f"{usage_adds} REMOVE job, job_chunk, partial_chunk, submitting",
+            f"{_usage_adds(tally)} REMOVE job, job_chunk, partial_chunk, submitting",
             "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT} AND #status IN (:pending, :running)",
-            "ExpressionAttributeNames": {"#status": "status", "#usage": "usage"},
+            "ExpressionAttributeNames": {"#status": "status", **_usage_names(tally)},
             "ExpressionAttributeValues": {k: to_value(v) for k, v in values.items()},
         }
     }
@@ -265,7 +271,7 @@ class BatchProgress(DynamoStore):
                 "handed_over = if_not_exists(handed_over, :zero) + :handed, "
                 f"{_usage_adds(tally)} REMOVE partial_chunk",
                 "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT}",
-                "ExpressionAttributeNames": {"#usage": "usage"},
+                "ExpressionAttributeNames": _usage_names(tally),
                 "ExpressionAttributeValues": {
                     k: to_value(v)
                     for k, v in {
@@ -347,7 +353,7 @@ class BatchProgress(DynamoStore):
             **_tally_values(tally),
         }
         key = lane_item_key(batch_id, move.lane_key)
-        lane = _hand_over_update(self.table_name, key, values, _usage_adds(tally))
+        lane = _hand_over_update(self.table_name, key, values, tally)
         counts = _counts_update(self.table_name, batch_id, tally.count_moves())
         items_ = [lane, *puts] if counts is None else [lane, *puts, counts]
         return transact_unless_refused(self.dynamodb, items_, *range(len(puts) + 1))

@@ -1,8 +1,9 @@
 """A lane record as its item `BATCH#<id>` / `LANE#<lane key>` holds it (docs/batches.md).
 
 `LaneRecord` is the one list of its fields: each is stored under its own name, but for
-`prompt_tokens`, `completion_tokens` and `cache`, kept as one map `usage` (the progress
-updates of batch_progress.py ADD to it), a lane's `prefixes` as `{only: [...]}` or
+`prompt_tokens`, `completion_tokens`, `cache` and `tool_uses`, kept as one flat map `usage`
+(the progress updates of batch_progress.py ADD to it; a tool's calls under
+`tool_uses.<tool>`), a lane's `prefixes` as `{only: [...]}` or
 `{except: [...]}`, and its chunks as ranges `[[first, last], ...]`. A field unset (None, or
 no cache prefixes) is not written. A record written before the watermarks has, instead of
 each of `chunk_ranges`, `chunks_started_n` and `chunks_done_n`, the list beside it: it reads
@@ -16,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import decimals, plain
-from batchroute.domain.catalog.pricing import CacheTokens
+from batchroute.domain.catalog.pricing import CacheTokens, ToolUses
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
     LaneRecord,
@@ -26,14 +27,14 @@ from batchroute.domain.routing.lane_plan import (
 )
 from batchroute.domain.stored import from_stored
 
-_USAGE = ("prompt_tokens", "completion_tokens", "cache")
+_USAGE = ("prompt_tokens", "completion_tokens", "cache", "tool_uses")
 
 
 def lane_item(lane: LaneRecord) -> dict[str, Any]:
     """The stored item's fields (the store adds the keys)."""
     values = {name: value for name, value in asdict(lane).items() if name not in _USAGE}
     values |= {
-        "usage": lane.usage,
+        "usage": _stored_usage(lane),
         "prefixes": lane.prefixes.to_item() if lane.prefixes is not None else None,
         "cache_prefixes": list(lane.cache_prefixes) or None,
     }
@@ -53,12 +54,19 @@ def lane_from_item(item: Mapping[str, Any]) -> LaneRecord:
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         cache=CacheTokens.from_fields(usage),
+        tool_uses=ToolUses.from_tally(usage),
         exclude_seqs=tuple(values.get("exclude_seqs") or ()),
         fail_error=from_stored(LaneFailError, fail_error) if fail_error else None,
         job=job_from_item(job) if job else None,
         cache_prefixes=tuple(values.get("cache_prefixes") or ()),
         prefixes=PrefixFilter.from_item(values.get("prefixes")),
     )
+
+
+def _stored_usage(lane: LaneRecord) -> dict[str, int]:
+    """The lane's `usage` map: flat, as the progress updates add to it."""
+    tokens = {"prompt_tokens": lane.prompt_tokens, "completion_tokens": lane.completion_tokens}
+    return {**tokens, **lane.cache.counts(), **lane.tool_uses.to_tally()}
 
 
 def job_item(job: SubmittedJob) -> dict[str, Any]:

@@ -32,6 +32,8 @@ from batchroute.domain.catalog.pricing import (
     FeeBasisView,
     LaneUsage,
     PriceEstimateView,
+    ToolFields,
+    ToolUses,
     split_subtotal,
 )
 from batchroute.domain.routing.engine import LaneProofView, RejectedLane, RoutePlanView
@@ -49,9 +51,9 @@ class ItemCounts(TypedDict):
     canceled: int
 
 
-class TokenUsage(CacheFields):
+class TokenUsage(CacheFields, ToolFields):
     """A lane's usage on the receipt; of the input, what was read from / written to the
-    prompt cache (`CacheFields`, when any)."""
+    prompt cache (`CacheFields`, when any); the hosted tool calls (`ToolFields`, when any)."""
 
     prompt_tokens: int  # all input
     completion_tokens: int
@@ -243,15 +245,18 @@ def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
             cached_input_per_mtok=_cache_price(prices, "cached_input_per_mtok"),
             cache_write_input_per_mtok=_cache_price(prices, "cache_write_input_per_mtok"),
         ),
+        tool_uses=ToolUses.from_tally(tally),
     )
 
 
 def token_usage(usage: LaneUsage) -> TokenUsage:
-    """A lane's usage as the receipt shows it: the cache counts when there are any."""
+    """A lane's usage as the receipt shows it: the cache counts and the hosted tool calls
+    when there are any."""
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.output_tokens,
         **usage.cache.tokens.to_fields(),
+        **usage.tool_uses.to_usage(),
     }
 
 

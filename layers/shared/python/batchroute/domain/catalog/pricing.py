@@ -130,6 +130,70 @@ class CacheUse:
 NO_CACHE = CacheUse()
 
 
+TOOL_USES_TALLY_PREFIX: Final = "tool_uses."  # a tally's key of a tool's calls: tool_uses.<tool>
+
+
+class ToolFields(TypedDict, total=False):
+    """The hosted tool calls as result lines, chat records and receipts keep them: the calls
+    the vendor bills, by the service's tool name (`{"web_search": 2}`), the key only when any."""
+
+    tool_uses: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUses:
+    """Hosted tool calls the vendor bills, by the service's tool name (web search, code
+    execution, ...): the one place their stored shapes are read and written, in a usage
+    (`tool_uses: {name: calls}`) and in a flat tally (`tool_uses.<name>: calls`). Kept
+    sorted by name, only tools with calls."""
+
+    calls: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, counts: Iterable[tuple[str, int]]) -> ToolUses:
+        summed: dict[str, int] = {}
+        for name, count in counts:
+            summed[str(name)] = summed.get(str(name), 0) + int(count)
+        return cls(tuple(sorted((name, count) for name, count in summed.items() if count > 0)))
+
+    def __add__(self, other: ToolUses) -> ToolUses:
+        return ToolUses.of((*self.calls, *other.calls)) if other.calls else self
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    @classmethod
+    def from_usage(cls, usage: ToolFields) -> ToolUses:
+        """The calls a stored usage holds (none: no calls); a count that is no whole number
+        of calls counts none."""
+        found = usage.get("tool_uses")
+        if not isinstance(found, Mapping):
+            return NO_TOOL_USES
+        return cls.of((name, count) for name, count in found.items() if _whole_count(count))
+
+    def to_usage(self) -> ToolFields:
+        return {"tool_uses": dict(self.calls)} if self.calls else {}
+
+    @classmethod
+    def from_tally(cls, tally: Mapping[str, int]) -> ToolUses:
+        prefix = TOOL_USES_TALLY_PREFIX
+        counts = ((key[len(prefix) :], count) for key, count in tally.items() if key.startswith(prefix))
+        return cls.of((name, int(count)) for name, count in counts)
+
+    def to_tally(self) -> dict[str, int]:
+        return {TOOL_USES_TALLY_PREFIX + name: count for name, count in self.calls}
+
+
+def _whole_count(value: object) -> bool:
+    """A count of calls as stored: a positive whole number (DynamoDB gives back a Decimal)."""
+    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+        return False
+    return value > 0 and value == int(value)
+
+
+NO_TOOL_USES = ToolUses()
+
+
 @dataclass(frozen=True)
 class LaneUsage:
     """Tokens on one lane at that lane's locked batch prices (USD per million tokens).
@@ -146,6 +210,8 @@ class LaneUsage:
     output_per_mtok: Decimal
     cache: CacheUse = NO_CACHE
     fee_lane: str | None = None
+    # The hosted tool calls of the usage: counted and shown, not priced (docs/money.md).
+    tool_uses: ToolUses = NO_TOOL_USES
 
     @property
     def fee_identity(self) -> str:

@@ -25,7 +25,14 @@ from decimal import Decimal, InvalidOperation
 from typing import Final, NamedTuple, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits, Catalog, Lane
-from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
+from batchroute.domain.catalog.pricing import (
+    NO_CACHE_TOKENS,
+    NO_TOOL_USES,
+    CacheFields,
+    CacheTokens,
+    ToolFields,
+    ToolUses,
+)
 from batchroute.domain.routing.engine import (
     LaneProofView,
     RejectedLaneView,
@@ -289,9 +296,10 @@ def _estimated_cost(cost: object) -> Decimal:
         return Decimal("Infinity")
 
 
-class LaneUsageView(CacheFields):
+class LaneUsageView(CacheFields, ToolFields):
     """A lane's usage so far (its finished chunks' completed items); of the input, what the
-    vendor read from / wrote to its prompt cache (`CacheFields`, when any)."""
+    vendor read from / wrote to its prompt cache (`CacheFields`, when any); the hosted tool
+    calls (`ToolFields`, when any)."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -346,6 +354,7 @@ class LaneRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache: CacheTokens = NO_CACHE_TOKENS  # of the input, read from / written to the prompt cache
+    tool_uses: ToolUses = NO_TOOL_USES  # the hosted tool calls of its completed items
     completed: int = 0
     failed: int = 0
     canceled: int = 0
@@ -377,6 +386,7 @@ class LaneRecord:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             **self.cache.to_fields(),
+            **self.tool_uses.to_usage(),
         }
 
 

@@ -13,13 +13,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired, TypedDict
 
-from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
+from batchroute.domain.catalog.pricing import (
+    NO_CACHE_TOKENS,
+    NO_TOOL_USES,
+    CacheFields,
+    CacheTokens,
+    ToolFields,
+    ToolUses,
+)
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.stored import from_counters
-
-
-class ToolFields(TypedDict, total=False):
-    tool_uses: dict[str, int]  # hosted tool calls the vendor bills, by tool name (when any)
 
 
 class LineUsage(CacheFields, ToolFields):
@@ -39,12 +42,11 @@ def line_usage(
 ) -> LineUsage:
     """The usage as stored: the cache counts and tool uses only when there are any, so an
     answer without them keeps its old shape."""
-    tools: ToolFields = {"tool_uses": dict(tool_uses)} if tool_uses else {}
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         **cache.to_fields(),
-        **tools,
+        **ToolUses.of(tool_uses).to_usage(),
     }
 
 
@@ -148,6 +150,7 @@ class LaneTally:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache: CacheTokens = NO_CACHE_TOKENS  # of the input, read from / written to the prompt cache
+    tool_uses: ToolUses = NO_TOOL_USES  # the hosted tool calls of its completed rows
     # rows its vendor job gave after the lane handed those items over (deadline rescue,
     # failover): recorded, never delivered or charged (docs/batches.md, "A late result")
     late: int = 0
@@ -159,23 +162,28 @@ class LaneTally:
             self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self.completion_tokens += int(usage.get("completion_tokens") or 0)
             self.cache += CacheTokens.from_fields(usage)
+            self.tool_uses += ToolUses.from_usage(usage)
         else:
             self.failed += 1
 
     def to_dict(self) -> dict[str, int]:
-        """The lane's tally (`lane_tallies`); the cache counts only when there are any."""
+        """The lane's tally (`lane_tallies`); the cache counts and tool calls only when there
+        are any."""
         return {
             "completed": self.completed,
             "failed": self.failed,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             **self.cache.counts(),
+            **self.tool_uses.to_tally(),
             **({"late": self.late} if self.late else {}),
         }
 
     @classmethod
     def from_dict(cls, tally: Mapping[str, int]) -> LaneTally:
-        return from_counters(cls, tally, cache=CacheTokens.from_fields(tally))
+        return from_counters(
+            cls, tally, cache=CacheTokens.from_fields(tally), tool_uses=ToolUses.from_tally(tally)
+        )
 
 
 @dataclass
