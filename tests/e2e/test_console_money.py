@@ -302,8 +302,14 @@ def test_the_receipt_shows_the_hosted_tool_calls_each_lane_made(sized: Page) -> 
     ]
     # When its page shows the settled receipt
     batch_id, receipt = settled_receipt(page, rows)
-    # Then the lane shows its two searches beside its tokens, as the API's receipt counts them
+    # Then the lane shows its two searches beside its tokens at the locked price per 1,000
+    # calls, as the API's receipt counts and charges them (two searches at 10.00 USD per
+    # 1,000 are 0.02 USD of the lane's cost)
     read = page.request.get(f"/v1/batches/{batch_id}", params={"include_billing_receipt": "true"})
     (lane,) = read.json()["billing_receipt"]["provider_lanes"]
     assert lane["usage"]["tool_uses"] == {"web_search": 2}
-    expect(receipt.get_by_test_id("lane-tools")).to_have_text("hosted tool calls: web_search 2 (not priced)")
+    assert lane["unit_prices"]["web_search_per_1k_calls"] == "10.00"
+    assert Decimal(lane["cost"]["amount"]) > Decimal("0.02")
+    expect(receipt.get_by_test_id("lane-tools")).to_have_text(
+        "hosted tool calls: web_search 2 at 10.00 USD per 1,000 calls"
+    )

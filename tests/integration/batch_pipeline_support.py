@@ -13,12 +13,13 @@ import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from batchroute import resources
 from batchroute.adapters.dynamo.batch_records import BatchRecords
@@ -37,6 +38,8 @@ from batchroute.domain.routing.engine import route
 from batchroute.domain.routing.gates import RouteRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
+from batchroute.providers.base import ProviderRequest
+from batchroute.providers.simulated import Simulator
 from batchroute.services.batches.input_chunks import InputChunkWriter
 from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
@@ -322,3 +325,14 @@ def instant_chat_app() -> Any:
 
     settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
     return create_app(settings)
+
+
+def vendor_reports_tool_uses(monkeypatch: pytest.MonkeyPatch, tools: tuple[tuple[str, int], ...]) -> None:
+    """The simulated vendors report `tools` (hosted tool calls by name) with every answer."""
+    answer = Simulator.answer
+
+    def answered_with_tools(self: Simulator, request: ProviderRequest, text: str | None = None) -> Any:
+        given = answer(self, request, text)
+        return replace(given, usage=replace(given.usage, tool_uses=tools))
+
+    monkeypatch.setattr(Simulator, "answer", answered_with_tools)

@@ -32,7 +32,7 @@ from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.catalog.pricing import CacheTokens, CacheUse, LaneUsage, settle_price
+from batchroute.domain.catalog.pricing import CacheTokens, CacheUse, LaneUsage, ToolUses, settle_price
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     lane_chunk_done,
@@ -64,6 +64,7 @@ from tests.integration.batch_pipeline_support import (
     run_workflow,
     start,
     states_entered,
+    vendor_reports_tool_uses,
 )
 from tests.integration.principals import TestOrg, new_org
 from tests.integration.test_quotes import _item
@@ -117,14 +118,22 @@ def _expected_charge(batch_id: str) -> Money:
         while root.failover_from in by_key and not root.handover_reason:
             root = by_key[root.failover_from]
         prompt = completion = cached = 0
+        calls: dict[str, int] = {}
         for chunk in lane_done_chunks(lane):
             for line in artifacts.result_lines(batch_id, lane.lane_key, int(chunk)):
                 if line["status"] == "completed":
                     prompt += line["usage"]["prompt_tokens"]
                     completion += line["usage"]["completion_tokens"]
                     cached += line["usage"].get("cached_input_tokens", 0)
+                    for tool, count in line["usage"].get("tool_uses", {}).items():
+                        calls[tool] = calls.get(tool, 0) + count
         if prompt or completion:
             prices = lane.unit_prices
+            per_1k = {
+                key.removesuffix("_per_1k_calls"): Decimal(value)
+                for key, value in prices.items()
+                if key.endswith("_per_1k_calls")
+            }
             usage.append(
                 LaneUsage(
                     lane.lane_id,
@@ -139,6 +148,8 @@ def _expected_charge(batch_id: str) -> Money:
                         ),
                     ),
                     fee_lane=root.lane_id,
+                    tool_uses=ToolUses.of(calls.items()),
+                    tool_prices=tuple(per_1k.items()),
                 )
             )
     return settle_price(usage, builtin_catalog().fees).total
@@ -377,14 +388,7 @@ def test_a_batch_whose_vendor_ran_hosted_tools_shows_their_calls_by_lane(
     stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a vendor that reports two web searches and one code execution for each answer
-    answer = Simulator.answer
-
-    def searched_answer(self: Simulator, request: ProviderRequest, text: str | None = None) -> Any:
-        given = answer(self, request, text)
-        tools = (("python_execution", 1), ("web_search", 2))
-        return replace(given, usage=replace(given.usage, tool_uses=tools))
-
-    monkeypatch.setattr(Simulator, "answer", searched_answer)
+    vendor_reports_tool_uses(monkeypatch, (("python_execution", 1), ("web_search", 2)))
     # When a batch of three items (one failing: a failed row counts no calls) runs in chunks of two
     items = [item(0, GPT), item(1, GPT, text="hi [simulate:fail]"), item(2, GPT)]
     created = create_batch(org.org_id, items, chunk_size=2)
@@ -399,6 +403,50 @@ def test_a_batch_whose_vendor_ran_hosted_tools_shows_their_calls_by_lane(
     (live,) = lane_statuses(_records().lanes(created.batch_id))
     assert live["usage"] == lane["usage"]
     _assert_settled_exactly(org.org_id, _batch(created.batch_id), created.reserved)
+
+
+def _searching(text: str, n: int) -> dict[str, Any]:
+    """An item of the GPT lane that asks for web search."""
+    asks = item(n, GPT, text)
+    asks["input"]["tools"] = [{"type": "web_search"}]
+    return asks
+
+
+def test_a_batch_asking_for_web_search_is_quoted_and_charged_for_its_searches(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a vendor that reports two web searches for each answer, and one code execution
+    # (billed by container time, so priced at nothing)
+    vendor_reports_tool_uses(monkeypatch, (("python_execution", 1), ("web_search", 2)))
+    org = new_org(credit_usd="10")
+    # When a batch of three items asking for web search on OpenAI's lane (3 calls counted per
+    # item at 10.00 USD per 1,000), one of them failing, is created
+    items = [_searching("news", 0), _searching("news [simulate:fail]", 1), _searching("news", 2)]
+    created = create_batch(org.org_id, items)
+    # Then its quote counted nine searches at the locked price beside the tokens
+    ((lane,),) = [group["selected_lanes"] for group in _batch(created.batch_id).plan["groups"]]
+    assert lane["estimated_tool_calls"] == {"web_search": 9}
+    assert lane["unit_prices"]["web_search_per_1k_calls"] == "10.00"
+    assert "python_execution_per_1k_calls" not in lane["unit_prices"]  # priced at nothing
+    tokens = lane["estimated_prompt_tokens"] * Decimal("0.075") + lane["estimated_output_tokens"] * Decimal(
+        "0.300"
+    )
+    estimate = Money.usd_ceil(tokens / 1_000_000 + Decimal("0.09"))
+    assert lane["estimated_provider_cost"]["amount"] == estimate.to_api()["amount"]
+    # And when it runs, its two answers' four searches are charged at the locked price (the
+    # failed row's are not), within the reservation: reserved = charged + released
+    assert run_workflow(stack, created.batch_id)["status"] == "SUCCEEDED"
+    charged = _assert_settled_exactly(org.org_id, _batch(created.batch_id), created.reserved)
+    assert charged == min(_expected_charge(created.batch_id), created.reserved)
+    receipt = _artifacts().read_json(receipt_key(created.batch_id))
+    assert receipt is not None
+    (ran,) = receipt["provider_lanes"]
+    assert ran["usage"]["tool_uses"] == {"python_execution": 2, "web_search": 4}
+    assert ran["unit_prices"]["web_search_per_1k_calls"] == "10.00"
+    used = ran["usage"]["prompt_tokens"] * Decimal("0.075") + ran["usage"]["completion_tokens"] * Decimal(
+        "0.300"
+    )
+    assert ran["cost"] == Money.usd_ceil(used / 1_000_000 + Decimal("0.04")).to_api()
 
 
 def test_an_unavailable_lane_fails_over_at_the_quoted_prices(stack: LocalStack, org: TestOrg) -> None:

@@ -22,7 +22,7 @@ from batchroute.config import get_settings
 from batchroute.domain.batches.record import batch_id_for
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
-from tests.integration.batch_pipeline_support import run_until_done
+from tests.integration.batch_pipeline_support import run_until_done, vendor_reports_tool_uses
 from tests.integration.principals import TestOrg, chat_sdk, instant_chat_client, new_org
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # lanes on edge-eu (cheapest), deepinfra, groq, ...
@@ -92,6 +92,37 @@ def test_direct_charges_actual_usage_and_releases_the_rest(client: TestClient, o
     assert hold.status == "settled" and hold.charged == expected
     # the hold covered prompt + max_tokens at output price
     assert hold.amount.micros >= Money.usd_ceil(Decimal(1000) * Decimal("0.60") / 1_000_000).micros
+
+
+def test_direct_holds_for_and_charges_the_web_searches_of_a_request_that_asks_for_them(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a vendor that runs two web searches for the answer
+    vendor_reports_tool_uses(monkeypatch, (("web_search", 2),))
+    # When a request for gpt-4o-mini asks for web search (OpenAI: 10.00 USD per 1,000 calls, a
+    # request counted as 3 in its hold)
+    body = {"model": MINI, "messages": _messages(), "max_tokens": 100, "tools": [{"type": "web_search"}]}
+    response = _post(client, org, body)
+    assert response.status_code == 200, response.text
+    # Then the hold covered the tokens and three searches, and the charge is the tokens at
+    # direct prices and the two searches, settled once
+    usage = response.json()["usage"]
+    tokens = Decimal(usage["prompt_tokens"]) * Decimal("0.15") + Decimal(
+        usage["completion_tokens"]
+    ) * Decimal("0.60")
+    expected = Money.usd_ceil(tokens / 1_000_000 + Decimal("0.02"))
+    hold = next(r for r in _ledger().reservations(org.org_id) if r.purpose == "chat_hold")
+    assert hold.status == "settled" and hold.charged == expected
+    assert hold.amount >= Money.usd_ceil(Decimal(100) * Decimal("0.60") / 1_000_000 + Decimal("0.03"))
+    assert _ledger().violations(org.org_id) == []
+    # And its receipt shows the calls beside the locked price
+    receipt = client.get(
+        f"/v1/batches/{response.headers['x-service-batch-id']}/billing-receipt", headers=org.key_headers()
+    ).json()
+    (ran,) = receipt["provider_lanes"]
+    assert ran["usage"]["tool_uses"] == {"web_search": 2}
+    assert ran["unit_prices"]["web_search_per_1k_calls"] == "10.00"
+    assert ran["cost"] == expected.to_api()
 
 
 def test_a_direct_receipt_names_the_lanes_not_chosen_and_the_answers_cost(

@@ -179,6 +179,18 @@ def test_a_lanes_prompt_cache_prices_are_shown_as_they_are_charged() -> None:
     assert Decimal(lane["pricing"]["batch_cached_input"]) == price.batch.cached_input_per_mtok
 
 
+def test_a_lanes_hosted_tool_prices_are_shown_as_they_are_charged() -> None:
+    # Given GPT-4o mini on OpenAI, whose web search is billed by the call and Code Interpreter not
+    [lane] = service(FakeLive(all_fresh())).model("gpt-4o-mini")["model"]["providers"]
+    # Then its pricing shows each tool it offers: the price per 1,000 calls and the calls a
+    # quote counts per item (docs/money.md, "Hosted tool calls")
+    assert lane["pricing"]["hosted_tools"] == {
+        "file_search": {"per_1k_calls": "2.50", "calls_per_item": 2},
+        "python_execution": {"per_1k_calls": "0.00", "calls_per_item": 1},
+        "web_search": {"per_1k_calls": "10.00", "calls_per_item": 3},
+    }
+
+
 def test_model_view_has_per_provider_prices_capacity_and_eligibility() -> None:
     # Given Groq stale (last heartbeat 10 minutes ago) and DeepInfra out of capacity
     states = all_fresh(**{f"deepinfra/{LLAMA_70B}": 0})
@@ -202,6 +214,7 @@ def test_model_view_has_per_provider_prices_capacity_and_eligibility() -> None:
         "cache_write_input": "0.88",
         "batch_cached_input": "0.44",
         "batch_cache_write_input": "0.44",
+        "hosted_tools": {},  # it runs none
     }
     assert (lanes["groq"]["pricing"]["batch_input"], lanes["groq"]["pricing"]["batch_output"]) == (
         "0.59",

@@ -227,13 +227,23 @@ function LaneCache({ lane }: { lane: Schemas["ProviderLaneReceipt"] }) {
   return text ? <small className="lane-note" data-testid="lane-cache">of the input: {text}</small> : null;
 }
 
-/** The hosted tool calls the lane's vendor made and bills (web search, code execution), by
- * tool: counted, not yet priced (docs/money.md); nothing when there were none. */
+/** The hosted tool calls the lane's vendor made and bills (web search), by tool, each at the
+ * lane's locked price per 1,000 calls when it has one (docs/money.md); nothing when none. */
 function LaneTools({ lane }: { lane: Schemas["ProviderLaneReceipt"] }) {
   const calls = Object.entries(lane.usage.tool_uses ?? {});
   if (!calls.length) return null;
-  const text = calls.map(([tool, count]) => `${tool} ${count}`).join(", ");
-  return <small className="lane-note" data-testid="lane-tools">hosted tool calls: {text} (not priced)</small>;
+  const prices = lane.unit_prices as Record<string, string | undefined>;
+  const text = calls
+    .map(([tool, count]) => {
+      const price = prices[`${tool}_per_1k_calls`];
+      return price ? `${tool} ${count} at ${price} USD per 1,000 calls` : `${tool} ${count} (not billed by the call)`;
+    })
+    .join(", ");
+  return (
+    <small className="lane-note" data-testid="lane-tools">
+      hosted tool calls: {text}
+    </small>
+  );
 }
 
 function ReceiptView({ receipt }: { receipt: Receipt }) {

@@ -925,6 +925,9 @@ class LanePricing(Model):
     cache_write_input: str | None = None
     batch_cached_input: str | None = None
     batch_cache_write_input: str | None = None
+    # hosted tool -> {"per_1k_calls": USD per 1,000 billed calls, "calls_per_item": the calls a
+    # quote counts per item asking for it} (a service before them sends none)
+    hosted_tools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

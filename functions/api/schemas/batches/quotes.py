@@ -218,6 +218,12 @@ class LaneProof(BaseModel):
     pricing_updated_at: str
 
 
+_TOOL_PRICE = (
+    "The hosted tool's billed calls (a search, a grounded prompt), USD per 1,000 calls: on a lane "
+    "whose items ask for a tool its vendor bills by the call (docs/money.md, 'Hosted tool calls')."
+)
+
+
 class LaneUnitPrices(BaseModel):
     """A lane's locked unit prices, USD per million tokens. The prompt-cache prices appear
     on a lane whose vendor bills cached input apart; without them, cached tokens are billed
@@ -233,6 +239,12 @@ class LaneUnitPrices(BaseModel):
     cache_write_input_per_mtok: str | Absent = Field(
         default=None, description="Input written to the vendor's prompt cache, USD per million tokens."
     )
+    web_search_per_1k_calls: str | Absent = Field(default=None, description=_TOOL_PRICE)
+    file_search_per_1k_calls: str | Absent = Field(default=None, description=_TOOL_PRICE)
+    python_execution_per_1k_calls: str | Absent = Field(default=None, description=_TOOL_PRICE)
+    calculator_per_1k_calls: str | Absent = Field(default=None, description=_TOOL_PRICE)
+    time_per_1k_calls: str | Absent = Field(default=None, description=_TOOL_PRICE)
+    retrieval_per_1k_calls: str | Absent = Field(default=None, description=_TOOL_PRICE)
 
 
 class LanePromptCache(BaseModel):
@@ -271,6 +283,11 @@ class SelectedLaneOut(BaseModel):
     prompt_cache: LanePromptCache | Absent = Field(
         default=None,
         description="With cache-aware routing, on a lane whose vendor caches: the expected cache use",
+    )
+    estimated_tool_calls: dict[str, int] | Absent = Field(
+        default=None,
+        description="The hosted tool calls the estimate counts for the lane's items, by tool (each "
+        "item asking for a tool the lane bills by the call counts that lane's calls per item)",
     )
 
 

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from batchroute.domain.routing.lanes import LaneStatus
 from functions.api.schemas.common import MoneyOut
+
+
+class HostedToolPricingOut(BaseModel):
+    per_1k_calls: str = Field(
+        description="USD per 1,000 billed calls, direct and batch alike; 0: not charged"
+    )
+    calls_per_item: int = Field(description="The calls a quote counts for each item asking for the tool")
 
 
 class LanePricingOut(BaseModel):
@@ -23,6 +30,9 @@ class LanePricingOut(BaseModel):
     cache_write_input: str
     batch_cached_input: str
     batch_cache_write_input: str
+    hosted_tools: dict[str, HostedToolPricingOut] = Field(
+        description="What the lane's vendor bills for each hosted tool it offers, by tool (docs/money.md)"
+    )
 
 
 class LaneCapacityOut(BaseModel):

@@ -29,6 +29,7 @@ from batchroute.domain.catalog.catalog import (
     ExecutionMode,
     FeeSchedule,
     HostedTool,
+    HostedToolPrice,
     Lane,
     LanePrice,
     Model,
@@ -68,6 +69,7 @@ class LaneDefaults:
     max_embedding_request_tokens: int | None = None  # the embeddings lanes' summed-token limit
     max_images: int | None = None  # the most images one request of a vision lane may hold
     max_image_bytes: int | None = None  # the most bytes one image may hold
+    hosted_tool_prices: tuple[tuple[HostedTool, HostedToolPrice], ...] = ()  # by hosted tool
 
 
 def load_catalog(folder: Traversable | None = None) -> Catalog:
@@ -149,12 +151,28 @@ def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefault
                 max_image_bytes=defaults.integer("max_image_bytes", minimum=1)
                 if defaults.has("max_image_bytes")
                 else None,
+                hosted_tool_prices=_hosted_tool_prices(defaults),
             ),
         )
         defaults.close()
         row.close()
     top.close()
     return providers
+
+
+def _hosted_tool_prices(defaults: Row) -> tuple[tuple[HostedTool, HostedToolPrice], ...]:
+    """`hosted_tool_prices`: per hosted tool, `per_1k_calls` (USD) and `calls_per_item`."""
+    if not defaults.has("hosted_tool_prices"):
+        return ()
+    prices: list[tuple[HostedTool, HostedToolPrice]] = []
+    for name, row in defaults.tables("hosted_tool_prices").items():
+        if name not in HOSTED_TOOLS:
+            defaults.fail("hosted_tool_prices", f"{name!r} is not one of {', '.join(HOSTED_TOOLS)}")
+        tool = HOSTED_TOOLS[HOSTED_TOOLS.index(name)]
+        price = HostedToolPrice(row.decimal("per_1k_calls"), row.integer("calls_per_item", minimum=1))
+        row.close()
+        prices.append((tool, price))
+    return tuple(sorted(prices))
 
 
 def _batch_limits(row: Row) -> BatchLimits:
@@ -245,6 +263,7 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
     else:
         exposed = defaults.exposed_capabilities
         capabilities = tuple(c for c in model.runtime_capabilities if exposed is None or c in exposed)
+    hosted_tools = row.choices("hosted_tools", HOSTED_TOOLS, ())
     return Lane(
         provider=provider,
         model=model.id,
@@ -253,7 +272,7 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
         max_output_tokens=row.integer("max_output_tokens"),
         operations=operations,
         runtime_capabilities=capabilities,
-        hosted_tools=row.choices("hosted_tools", HOSTED_TOOLS, ()),
+        hosted_tools=hosted_tools,
         daily_capacity_items=row.integer("daily_capacity_items", minimum=1),
         reliability=_fraction(row, "reliability", defaults.reliability),
         provider_model_id=row.text("provider_model_id"),
@@ -265,7 +284,20 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
         ),
         max_images=defaults.max_images,
         max_image_bytes=defaults.max_image_bytes,
+        hosted_tool_prices=_offered_tool_prices(row, hosted_tools, defaults),
     )
+
+
+def _offered_tool_prices(
+    row: Row, offered: tuple[HostedTool, ...], defaults: LaneDefaults
+) -> tuple[tuple[HostedTool, HostedToolPrice], ...]:
+    """The prices of the hosted tools the lane offers: each must have one (a tool billed by
+    the call and priced at nothing would be work given away)."""
+    prices = dict(defaults.hosted_tool_prices)
+    unpriced = [tool for tool in offered if tool not in prices]
+    if unpriced:
+        row.fail("hosted_tools", f"{unpriced[0]!r} has no price (hosted_tool_prices in providers.toml)")
+    return tuple((tool, prices[tool]) for tool in sorted(offered))
 
 
 def _request_tokens(row: Row) -> int | None:

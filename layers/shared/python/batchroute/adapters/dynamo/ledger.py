@@ -776,7 +776,7 @@ class LedgerStore(DynamoStore):
             _key(org_id, usage_sort_key(counter.day, counter.model, counter.provider)),
             "ADD cost_micros :cost, input_tokens :input, output_tokens :output, "
             "cached_input_tokens :cached, cache_write_input_tokens :written, "
-            "batch_items :items, chat_requests :chats "
+            "tool_cost_micros :tools, batch_items :items, chat_requests :chats "
             "SET #kind = :kind, org_id = :org, #day = :day, #model = :model, #provider = :provider, "
             "updated_at = :at",
             names={"#kind": "kind", "#day": "day", "#model": "model", "#provider": "provider"},
@@ -786,6 +786,7 @@ class LedgerStore(DynamoStore):
                 ":output": f.output_tokens,
                 ":cached": f.cached_input_tokens,
                 ":written": f.cache_write_input_tokens,
+                ":tools": f.tool_cost_micros,
                 ":items": f.batch_items,
                 ":chats": f.chat_requests,
                 ":kind": "usage_counter",

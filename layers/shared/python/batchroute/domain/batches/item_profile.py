@@ -103,6 +103,8 @@ class ModelProfile:
     capabilities: Mapping[str, int]
     frontier: tuple[tuple[int, int], ...]  # (prompt_tokens, output_tokens), prompt ascending
     shared_prefixes: tuple[SharedPrefixView, ...] = ()  # ModelGroup.shared_prefixes()
+    # hosted tool -> the items asking for it (profiles kept before it: every item of the group)
+    tool_items: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, group: ModelGroup, frontier: tuple[tuple[int, int], ...]) -> ModelProfile:
@@ -113,6 +115,7 @@ class ModelProfile:
             capabilities=dict(group.capabilities),
             frontier=frontier,
             shared_prefixes=tuple(group.shared_prefixes()),
+            tool_items=dict(group.tool_items),
         )
 
     def group(self) -> ModelGroup:
@@ -121,6 +124,7 @@ class ModelProfile:
             **{name: getattr(self, name) for name in _GROUP_FIELDS},
             operations=set(self.operations),
             tools=dict(self.tools),
+            tool_items=dict(self.tool_items),
             capabilities=dict(self.capabilities),
             prefixes=runs_of(self.shared_prefixes),
         )
@@ -130,6 +134,7 @@ class ModelProfile:
             **{name: getattr(self, name) for name in _GROUP_FIELDS},
             "operations": sorted(self.operations),
             "tools": dict(sorted(self.tools.items())),
+            "tool_items": dict(sorted(self.tool_items.items())),
             "capabilities": dict(sorted(self.capabilities.items())),
             "frontier": [list(point) for point in self.frontier],
             "prefixes": [dict(view) for view in self.shared_prefixes],
@@ -147,6 +152,13 @@ class ModelProfile:
             capabilities={str(k): int(v) for k, v in value["capabilities"].items()},
             frontier=tuple((int(p), int(w)) for p, w in value["frontier"]),
             shared_prefixes=tuple(run_views(runs_of(value.get("prefixes") or ()).items())),
+            # the items asking for each hosted tool; a profile kept before it counted them:
+            # every item of the group (the quote then counts calls for each, never fewer)
+            tool_items=(
+                {str(k): int(v) for k, v in value["tool_items"].items()}
+                if "tool_items" in value
+                else {str(tool): int(value["item_count"]) for tool in value["tools"]}
+            ),
         )
 
 

@@ -35,6 +35,9 @@ class TokenCounts:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
+    # The model's hosted tool calls at the prices they were charged (exact USD): set on both
+    # sides, as routing does not change what a vendor bills for a search.
+    tool_usd: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +76,8 @@ class References:
             "cache_write_input_tokens": tokens.cache_write_input_tokens,
         }
         return ReferenceCost(
-            list_usd=usage_cost(lane.price.direct, *counts, **cache),
-            batch_usd=usage_cost(lane.price.batch, *counts, **cache),
+            list_usd=usage_cost(lane.price.direct, *counts, **cache) + tokens.tool_usd,
+            batch_usd=usage_cost(lane.price.batch, *counts, **cache) + tokens.tool_usd,
         )
 
 

@@ -34,7 +34,9 @@ from batchroute.domain.catalog.pricing import (
     PriceEstimateView,
     ToolFields,
     ToolUses,
+    locked_tool_prices,
     split_subtotal,
+    tool_cost,
 )
 from batchroute.domain.routing.engine import LaneProofView, RejectedLane, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
@@ -246,6 +248,7 @@ def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
             cache_write_input_per_mtok=_cache_price(prices, "cache_write_input_per_mtok"),
         ),
         tool_uses=ToolUses.from_tally(tally),
+        tool_prices=locked_tool_prices(prices),
     )
 
 
@@ -503,6 +506,9 @@ def _lane_tokens(lanes: list[ReceiptLane]) -> list[tuple[str | None, TokenCounts
                 output_tokens=lane["usage"]["completion_tokens"],
                 cached_input_tokens=lane["usage"].get("cached_input_tokens", 0),
                 cache_write_input_tokens=lane["usage"].get("cache_write_input_tokens", 0),
+                tool_usd=tool_cost(
+                    ToolUses.from_usage(lane["usage"]), locked_tool_prices(lane["unit_prices"])
+                ),
             ),
         )
         for lane in lanes

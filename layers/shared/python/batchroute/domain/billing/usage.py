@@ -29,7 +29,15 @@ from batchroute.clock import isoformat
 from batchroute.domain.billing.savings import References, Savings, SavingsView, TokenCounts, counter_savings
 from batchroute.domain.billing.settlement import lane_usage
 from batchroute.domain.catalog.catalog import Lane
-from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheTokens, CacheTotals, usage_cost
+from batchroute.domain.catalog.pricing import (
+    NO_CACHE_TOKENS,
+    NO_TOOL_USES,
+    CacheTokens,
+    CacheTotals,
+    ToolUses,
+    tool_cost,
+    usage_cost,
+)
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.money import Money, MoneyView
 
@@ -60,6 +68,9 @@ class UsageLine:
     # Of input_tokens, what the vendor read from / wrote to its prompt cache.
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
+    # Of `cost`, the hosted tool calls', in micro-dollars rounded up (the savings set it on
+    # the reference side too: domain/billing/savings.py TokenCounts.tool_usd).
+    tool_cost_micros: int = 0
 
 
 # The whole-number counts a usage line and the usage figures both carry, added field by field.
@@ -70,6 +81,7 @@ COUNT_FIELDS: Final = (
     "chat_requests",
     "cached_input_tokens",
     "cache_write_input_tokens",
+    "tool_cost_micros",
 )
 
 
@@ -173,6 +185,7 @@ class UsageFigures:
     chat_requests: int = 0
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
+    tool_cost_micros: int = 0  # of the spend before fees, the hosted tool calls' (for savings)
     # Worked out when the report is read (`UsageCounter.with_savings`), never stored.
     savings: Savings = field(default_factory=Savings)
 
@@ -224,7 +237,11 @@ class UsageCounter:
         """The counter with its tokens priced at its model's reference prices beside its spend."""
         f = self.figures
         tokens = TokenCounts(
-            f.input_tokens, f.output_tokens, f.cached_input_tokens, f.cache_write_input_tokens
+            f.input_tokens,
+            f.output_tokens,
+            f.cached_input_tokens,
+            f.cache_write_input_tokens,
+            tool_usd=Money(f.tool_cost_micros).amount,
         )
         return replace(
             self, figures=replace(f, savings=counter_savings(references, self.model, tokens, f.cost_micros))
@@ -533,6 +550,7 @@ def batch_usage_lines(
                 output_tokens=usage.output_tokens,
                 cached_input_tokens=usage.cache.cached_input_tokens,
                 cache_write_input_tokens=usage.cache.cache_write_input_tokens,
+                tool_cost_micros=Money.usd_ceil(tool_cost(usage.tool_uses, usage.tool_prices)).micros,
                 batch_items=0 if chat else completed,
                 chat_requests=completed if chat else 0,
             )
@@ -541,20 +559,28 @@ def batch_usage_lines(
 
 
 def direct_usage_line(
-    lane: Lane, prompt_tokens: int, completion_tokens: int, cache: CacheTokens = NO_CACHE_TOKENS
+    lane: Lane,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cache: CacheTokens = NO_CACHE_TOKENS,
+    tool_uses: ToolUses = NO_TOOL_USES,
 ) -> UsageLine:
-    """One direct chat request on `lane`: its tokens, each kind at the lane's direct price
-    (the request's charge is this cost rounded up, at most its hold)."""
+    """One direct chat request on `lane`: its tokens, each kind at the lane's direct price,
+    and its hosted tool calls at the lane's prices (the request's charge is this cost
+    rounded up, at most its hold)."""
+    tokens = usage_cost(
+        lane.price.direct,
+        prompt_tokens,
+        completion_tokens,
+        cached_input_tokens=cache.cached_input_tokens,
+        cache_write_input_tokens=cache.cache_write_input_tokens,
+    )
+    tools = tool_cost(tool_uses, lane.tool_prices_per_1k)
     return UsageLine(
         model=lane.model,
         provider=lane.provider,
-        cost=usage_cost(
-            lane.price.direct,
-            prompt_tokens,
-            completion_tokens,
-            cached_input_tokens=cache.cached_input_tokens,
-            cache_write_input_tokens=cache.cache_write_input_tokens,
-        ),
+        cost=tokens + tools,
+        tool_cost_micros=Money.usd_ceil(tools).micros,
         input_tokens=prompt_tokens,
         output_tokens=completion_tokens,
         cached_input_tokens=cache.cached_input_tokens,

@@ -140,6 +140,17 @@ def _unit_prices(
     )
 
 
+@dataclass(frozen=True)
+class HostedToolPrice:
+    """What a vendor bills for one of its hosted tools beside the tokens (providers.toml
+    `hosted_tool_prices`): USD per 1,000 billed calls (a search, a grounded prompt, a code
+    container; the same on the batch basis), and the calls a quote counts for each item that
+    asks for the tool (an estimate: calls past it are absorbed, docs/money.md)."""
+
+    per_1k_calls: Decimal
+    calls_per_item: int
+
+
 # How a vendor is told what to cache: it caches every long prefix by itself (OpenAI,
 # Gemini's implicit caching), or only up to a breakpoint the request marks (Anthropic's
 # `cache_control`, Bedrock Converse's `cachePoint`).
@@ -182,10 +193,23 @@ class Lane:
     # Vision: the most bytes one image may hold, where the vendor documents such a limit
     # (Anthropic 5 MB of base64: 3.75 MB, Bedrock Converse 3.75 MB); None: none. Known of data: images only.
     max_image_bytes: int | None = None
+    # What the vendor bills for each hosted tool the lane offers (every one has a price).
+    hosted_tool_prices: tuple[tuple[HostedTool, HostedToolPrice], ...] = ()
 
     @property
     def lane_id(self) -> str:
         return f"{self.provider}/{self.model}"
+
+    @property
+    def tool_prices_per_1k(self) -> tuple[tuple[str, Decimal], ...]:
+        """USD per 1,000 calls of each hosted tool the lane prices above nothing."""
+        return tuple(
+            (tool, price.per_1k_calls) for tool, price in self.hosted_tool_prices if price.per_1k_calls
+        )
+
+    def tool_price(self, tool: str) -> HostedToolPrice | None:
+        """The price of a hosted tool on this lane; None when the lane prices none for it."""
+        return next((price for name, price in self.hosted_tool_prices if name == tool), None)
 
 
 @dataclass(frozen=True)

@@ -210,8 +210,10 @@ class LaneUsage:
     output_per_mtok: Decimal
     cache: CacheUse = NO_CACHE
     fee_lane: str | None = None
-    # The hosted tool calls of the usage: counted and shown, not priced (docs/money.md).
+    # The hosted tool calls of the usage, each at its locked price (USD per 1,000 calls, by
+    # tool); a call of a tool with no locked price costs nothing (docs/money.md).
     tool_uses: ToolUses = NO_TOOL_USES
+    tool_prices: tuple[tuple[str, Decimal], ...] = ()
 
     @property
     def fee_identity(self) -> str:
@@ -220,13 +222,14 @@ class LaneUsage:
 
     @property
     def cost(self) -> Decimal:
-        return token_cost(
+        tokens = token_cost(
             self.prompt_tokens,
             self.output_tokens,
             self.input_per_mtok,
             self.output_per_mtok,
             cache=self.cache,
         )
+        return tokens + tool_cost(self.tool_uses, self.tool_prices)
 
 
 class PriceEstimateView(TypedDict):
@@ -319,6 +322,32 @@ def token_cost(
     )
     input_cost = fresh * input_per_mtok + cached * cached_price + written * write_price
     return (input_cost + output_tokens * output_per_mtok) / _MILLION
+
+
+def tool_cost(uses: ToolUses, per_1k_calls: Iterable[tuple[str, Decimal]]) -> Decimal:
+    """Exact USD for hosted tool calls at prices per 1,000 calls, by tool (a tool without a
+    price: nothing)."""
+    prices = dict(per_1k_calls)
+    return sum((count * prices[tool] for tool, count in uses.calls if tool in prices), Decimal(0)) / 1000
+
+
+def tool_price_key(tool: str) -> str:
+    """A hosted tool's price among a lane's locked `unit_prices`: USD per 1,000 calls."""
+    return f"{tool}{_PER_1K_CALLS}"
+
+
+def locked_tool_prices(unit_prices: Mapping[str, str]) -> tuple[tuple[str, Decimal], ...]:
+    """The hosted tool prices a lane's `unit_prices` locked (`tool_price_key`), by tool."""
+    return tuple(
+        sorted(
+            (key.removesuffix(_PER_1K_CALLS), Decimal(str(value)))
+            for key, value in unit_prices.items()
+            if key.endswith(_PER_1K_CALLS)
+        )
+    )
+
+
+_PER_1K_CALLS: Final = "_per_1k_calls"
 
 
 def usage_cost(

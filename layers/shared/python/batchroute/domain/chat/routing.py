@@ -23,14 +23,14 @@ the lane's own output limit) at output price, rounded up to the micro-dollar.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Final, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
-from batchroute.domain.catalog.pricing import token_cost, usage_cost
+from batchroute.domain.catalog.pricing import NO_TOOL_USES, ToolUses, token_cost, tool_cost, usage_cost
 from batchroute.domain.chat.requests import ChatRequest, ProviderPreferences
 from batchroute.domain.routing.engine import LaneProof, RejectedLane, RejectionView, lane_proof
 from batchroute.domain.routing.gates import (
@@ -94,18 +94,19 @@ class DirectLane:
         *,
         cached_input_tokens: int = 0,
         cache_write_input_tokens: int = 0,
+        tool_uses: ToolUses = NO_TOOL_USES,
     ) -> Money:
         """The actual cost at this lane's direct prices, each token kind at its own (cache
-        reads and writes within `prompt_tokens`), rounded up to the micro-dollar."""
-        return Money.usd_ceil(
-            usage_cost(
-                self.lane.price.direct,
-                prompt_tokens,
-                completion_tokens,
-                cached_input_tokens=cached_input_tokens,
-                cache_write_input_tokens=cache_write_input_tokens,
-            )
+        reads and writes within `prompt_tokens`), and its hosted tool calls at the lane's
+        prices for them, rounded up to the micro-dollar."""
+        tokens = usage_cost(
+            self.lane.price.direct,
+            prompt_tokens,
+            completion_tokens,
+            cached_input_tokens=cached_input_tokens,
+            cache_write_input_tokens=cache_write_input_tokens,
         )
+        return Money.usd_ceil(tokens + tool_cost(tool_uses, self.lane.tool_prices_per_1k))
 
 
 class LaneRejection(TypedDict):
@@ -289,6 +290,13 @@ def _in_order(
     return eligible
 
 
+def tool_calls_asked(tools: Iterable[str], lane: Lane) -> ToolUses:
+    """The hosted tool calls a quote counts for one request asking for `tools` on `lane`:
+    each tool's calls per item, where the lane prices it."""
+    prices = ((tool, lane.tool_price(tool)) for tool in tools)
+    return ToolUses.of((tool, price.calls_per_item) for tool, price in prices if price is not None)
+
+
 def _direct_lane(
     request: ChatRequest, lane: Lane, provider: Provider, record: LaneRecord | None, proof: LaneProof
 ) -> DirectLane:
@@ -307,9 +315,15 @@ def _direct_lane(
     # The hold covers the dearest way the vendor may bill the input: all of it written to
     # its prompt cache, where a cache write costs more than fresh input (Anthropic).
     dearest_input = max(price.input_per_mtok, price.direct.cache_write_input_per_mtok)
-    worst = token_cost(prompt, max_output, dearest_input, price.output_per_mtok)
-    estimate = token_cost(
-        prompt, min(max_output, request.facts.output_tokens), price.input_per_mtok, price.output_per_mtok
+    # and the hosted tool calls a quote counts for the tools the request asks for (calls past
+    # them are absorbed, as in a batch: docs/money.md)
+    tools = tool_cost(tool_calls_asked(request.facts.tools, lane), lane.tool_prices_per_1k)
+    worst = token_cost(prompt, max_output, dearest_input, price.output_per_mtok) + tools
+    estimate = (
+        token_cost(
+            prompt, min(max_output, request.facts.output_tokens), price.input_per_mtok, price.output_per_mtok
+        )
+        + tools
     )
     reliability = blended_reliability(lane.reliability, record)
     hold = Money.usd_ceil(worst)

@@ -22,10 +22,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Final, Literal, NotRequired, TypedDict, get_args
+from typing import Final, Literal, NotRequired, TypedDict, cast, get_args
 
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, PrivacyTier, Provider, SlaTier
-from batchroute.domain.catalog.pricing import LaneUsage, batch_cost
+from batchroute.domain.catalog.pricing import (
+    NO_TOOL_USES,
+    LaneUsage,
+    ToolUses,
+    batch_cost,
+    tool_cost,
+    tool_price_key,
+)
 from batchroute.domain.routing.gates import (
     OUTRANKED,
     GateDetail,
@@ -78,7 +85,9 @@ class LaneProofView(TypedDict):
 
 class UnitPricesView(TypedDict):
     """A lane's locked batch prices; the prompt-cache prices only on a lane that has them
-    (without them, cached tokens are billed at `input_per_mtok`)."""
+    (without them, cached tokens are billed at `input_per_mtok`); a hosted tool's price per
+    1,000 calls (`pricing.tool_price_key`) for each tool the lane's items ask for that the
+    lane prices."""
 
     currency: Literal["usd"]
     basis: Literal["batch"]
@@ -86,6 +95,12 @@ class UnitPricesView(TypedDict):
     output_per_mtok: str
     cached_input_per_mtok: NotRequired[str]
     cache_write_input_per_mtok: NotRequired[str]
+    web_search_per_1k_calls: NotRequired[str]
+    file_search_per_1k_calls: NotRequired[str]
+    python_execution_per_1k_calls: NotRequired[str]
+    calculator_per_1k_calls: NotRequired[str]
+    time_per_1k_calls: NotRequired[str]
+    retrieval_per_1k_calls: NotRequired[str]
 
 
 def with_cache_prices(
@@ -126,6 +141,7 @@ class SelectedLaneView(TypedDict):
     estimated_provider_cost: MoneyView
     proof: LaneProofView
     prompt_cache: NotRequired[LanePromptCacheView]
+    estimated_tool_calls: NotRequired[dict[str, int]]  # the hosted tool calls the quote counts
 
 
 class RejectionView(TypedDict):
@@ -251,22 +267,34 @@ class SelectedLane:
     batch_cached_input_per_mtok: Decimal | None = None  # None: the lane has no cache prices
     batch_cache_write_input_per_mtok: Decimal | None = None
     prompt_cache: LaneCacheExpectation | None = None  # cache-aware routing on a caching lane
+    # The hosted tool calls the quote counts for the lane's items, and their locked prices
+    # (USD per 1,000 calls, by tool): the tools its items ask for that the lane prices.
+    tool_calls: ToolUses = NO_TOOL_USES
+    tool_prices: tuple[tuple[str, Decimal], ...] = ()
 
     def usage(self) -> LaneUsage:
         """The lane's estimated usage, uncached: what the quote's price and the batch's
-        reservation cover (the cache's expected savings are never counted on)."""
+        reservation cover (the cache's expected savings are never counted on), the hosted
+        tool calls the quote counts included."""
         return LaneUsage(
             lane_id=self.lane_id,
             prompt_tokens=self.prompt_tokens,
             output_tokens=self.output_tokens,
             input_per_mtok=self.batch_input_per_mtok,
             output_per_mtok=self.batch_output_per_mtok,
+            tool_uses=self.tool_calls,
+            tool_prices=self.tool_prices,
         )
 
     def to_api(self) -> SelectedLaneView:
         view = self._view()
         if self.prompt_cache is not None:
             view["prompt_cache"] = self.prompt_cache.to_api()
+        if self.tool_calls:
+            view["estimated_tool_calls"] = dict(self.tool_calls.calls)
+        prices = cast(dict[str, str], view["unit_prices"])  # its `<tool>_per_1k_calls` keys
+        for tool, price in self.tool_prices:
+            prices[tool_price_key(tool)] = format(price, "f")
         return view
 
     def _view(self) -> SelectedLaneView:
@@ -564,7 +592,7 @@ class _Router:
     ) -> _Candidate:
         """A lane that may take (part of) the group, ranked on its expected cost."""
         expected = expected_cache(runs, lane.prompt_cache)
-        cost = expected_cost(lane, demand.prompt_tokens, demand.output_tokens, expected)
+        cost = expected_cost(lane, demand.prompt_tokens, demand.output_tokens, expected) + demand.tool_cost
         return _Candidate(lane, provider, demand, live.remaining_capacity_items, proof, expected, cost)
 
     def _rank_key(self, group: ModelGroup) -> Callable[[_Candidate], tuple[bool, int, Decimal, Decimal, str]]:
@@ -762,12 +790,14 @@ def _selected(candidate: _Candidate, group: ModelGroup, runs: list[PrefixRun] | 
     prompt = _pro_rata(candidate.demand.prompt_tokens, share, group.item_count)
     output = _pro_rata(candidate.demand.output_tokens, share, group.item_count)
     lane = candidate.lane
-    estimated = Money.usd_ceil(batch_cost(prompt, output, lane.price))
+    tool_calls = group.tool_calls_on(lane, share)
+    tools = tool_cost(tool_calls, lane.tool_prices_per_1k)
+    estimated = Money.usd_ceil(batch_cost(prompt, output, lane.price) + tools)
     cache = None
     if runs is not None and lane.prompt_cache is not None:
         rule = lane.prompt_cache
         expected = expected_cache(runs, rule)
-        cost = Money.usd_ceil(expected_cost(lane, prompt, output, expected))
+        cost = Money.usd_ceil(expected_cost(lane, prompt, output, expected) + tools)
         cache = LaneCacheExpectation(
             rule.min_tokens, rule.lifetime_seconds, rule.marker, expected, cost, estimated - cost
         )
@@ -785,6 +815,10 @@ def _selected(candidate: _Candidate, group: ModelGroup, runs: list[PrefixRun] | 
         batch_cached_input_per_mtok=lane.price.batch_cached_input_per_mtok,
         batch_cache_write_input_per_mtok=lane.price.batch_cache_write_input_per_mtok,
         prompt_cache=cache,
+        tool_calls=tool_calls,
+        tool_prices=tuple(
+            (tool, price) for tool, price in lane.tool_prices_per_1k if tool in dict(tool_calls.calls)
+        ),
     )
 
 

@@ -14,7 +14,7 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any, Final, Literal, Protocol, TypedDict, get_args
 
 from batchroute.domain.catalog.catalog import Lane, LaneLive, PrivacyTier, Provider, SlaTier
-from batchroute.domain.catalog.pricing import batch_cost
+from batchroute.domain.catalog.pricing import batch_cost, tool_cost
 from batchroute.domain.routing.items import HOSTED_TOOLS, ModelGroup
 from batchroute.errors import InvalidRequest
 from batchroute.money import is_amount_text
@@ -227,16 +227,19 @@ class LaneDemand:
     prompt_tokens: int
     output_tokens: int
     context_tokens: int
-    cost: Decimal  # exact USD at the lane's batch prices, for the whole group
+    cost: Decimal  # exact USD at the lane's batch prices, for the whole group, tool calls included
+    tool_cost: Decimal = Decimal(0)  # of which the hosted tool calls the quote counts
 
     @classmethod
     def of(cls, group: ModelGroup, lane: Lane) -> LaneDemand:
         output = group.output_tokens_on(lane.max_output_tokens)
+        tools = tool_cost(group.tool_calls_on(lane, group.item_count), lane.tool_prices_per_1k)
         return cls(
             prompt_tokens=group.prompt_tokens,
             output_tokens=output,
             context_tokens=group.context_tokens_on(lane.max_output_tokens),
-            cost=batch_cost(group.prompt_tokens, output, lane.price),
+            cost=batch_cost(group.prompt_tokens, output, lane.price) + tools,
+            tool_cost=tools,
         )
 
 

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, NotRequired, TypedDict, get_args
 
-from batchroute.domain.catalog.catalog import OPERATIONS, HostedTool, Operation
+from batchroute.domain.catalog.catalog import OPERATIONS, HostedTool, Lane, Operation
+from batchroute.domain.catalog.pricing import ToolUses
 from batchroute.domain.catalog.tokens import (
     DEFAULT_OUTPUT_TOKENS,
     EMBEDDING_OUTPUT_TOKENS,
@@ -354,6 +355,7 @@ class ModelGroup:
     max_image_bytes: int = 0  # the largest data: image of any item (a lane's `max_image_bytes`)
     operations: set[str] = field(default_factory=set)
     tools: dict[str, int] = field(default_factory=dict)  # hosted tool -> first item index needing it
+    tool_items: dict[str, int] = field(default_factory=dict)  # hosted tool -> items needing it
     capabilities: dict[str, int] = field(default_factory=dict)  # capability -> first item index
     # cacheable prefix key -> its items (model ordinals), for the first MAX_TRACKED_PREFIXES
     # prefixes seen; not compared: a profile keeps only the shared ones (`shared_prefixes`)
@@ -377,8 +379,21 @@ class ModelGroup:
         self.operations.add(facts.operation)
         for tool in facts.tools:
             self.tools.setdefault(tool, index)
+            self.tool_items[tool] = self.tool_items.get(tool, 0) + 1
         for capability in facts.capabilities:
             self.capabilities.setdefault(capability, index)
+
+    def tool_calls_on(self, lane: Lane, items: int) -> ToolUses:
+        """The hosted tool calls a quote counts for `items` of the group's items on `lane`:
+        of each tool the lane prices above nothing, its items' share (pro rata, rounded up)
+        times the lane's calls per item."""
+        calls = []
+        for tool, needing in self.tool_items.items():
+            price = lane.tool_price(tool)
+            if price is not None and price.per_1k_calls > 0:
+                share = needing if items == self.item_count else -(-needing * items // self.item_count)
+                calls.append((tool, share * price.calls_per_item))
+        return ToolUses.of(calls)
 
     @property
     def largest_item(self) -> int:

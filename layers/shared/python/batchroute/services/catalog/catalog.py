@@ -45,6 +45,11 @@ from batchroute.services.catalog.ports import DeploymentSettings, LiveStates
 PRICE_UNIT = "per_million_tokens"
 
 
+class HostedToolPricingView(TypedDict):
+    per_1k_calls: str  # USD per 1,000 billed calls; "0": not charged
+    calls_per_item: int  # the calls a quote counts for each item asking for the tool
+
+
 class PricingView(TypedDict):
     currency: str
     unit: str
@@ -56,6 +61,7 @@ class PricingView(TypedDict):
     cache_write_input: str
     batch_cached_input: str
     batch_cache_write_input: str
+    hosted_tools: dict[str, HostedToolPricingView]
 
 
 class LaneCapacityView(TypedDict):
@@ -380,6 +386,14 @@ class CatalogService:
                 "cache_write_input": _decimal(lane.price.direct.cache_write_input_per_mtok),
                 "batch_cached_input": _decimal(lane.price.batch.cached_input_per_mtok),
                 "batch_cache_write_input": _decimal(lane.price.batch.cache_write_input_per_mtok),
+                "hosted_tools": {
+                    tool: {
+                        "per_1k_calls": _decimal(price.per_1k_calls),
+                        "calls_per_item": price.calls_per_item,
+                    }
+                    for tool, price in lane.hosted_tool_prices
+                    if tool in lane.hosted_tools
+                },
             },
             "context_window": lane.context_window,
             "max_output_tokens": lane.max_output_tokens,

@@ -31,6 +31,7 @@ from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.settlement import DirectReceipt, direct_totals
 from batchroute.domain.billing.usage import UsageCharge, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, LanePrice
+from batchroute.domain.catalog.pricing import ToolUses, tool_price_key
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldSettlement, HoldTerms, LanesTried
 from batchroute.domain.chat.objects import DIRECT_SOURCE, ToolCallView, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
@@ -501,6 +502,7 @@ class DirectChat:
             usage.completion_tokens,
             cached_input_tokens=usage.cached_input_tokens,
             cache_write_input_tokens=usage.cache_write_input_tokens,
+            tool_uses=ToolUses.of(usage.tool_uses),
         )
         completed = call.finished and error is None
         outcome = self._outcome(call, at, usage, charge, completed=completed, error=error)
@@ -625,7 +627,9 @@ class DirectChat:
 
 def chat_usage(lane: DirectLane, usage: Usage, *, day: str) -> UsageCharge:
     """What one direct request adds to the usage counters: one chat request on its lane."""
-    line = direct_usage_line(lane.lane, usage.prompt_tokens, usage.completion_tokens, usage.cache)
+    line = direct_usage_line(
+        lane.lane, usage.prompt_tokens, usage.completion_tokens, usage.cache, ToolUses.of(usage.tool_uses)
+    )
     return UsageCharge(day=day, lines=(line,))
 
 
@@ -641,7 +645,7 @@ def direct_receipt(
                 "lane_id": lane.lane_id,
                 "provider": lane.lane.provider,
                 "usage": usage.to_dict(),
-                "unit_prices": direct_unit_prices(price),
+                "unit_prices": {**direct_unit_prices(price), **_used_tool_prices(lane, usage)},
                 "cost": charged.to_api(),
                 "proof": lane.proof.to_api() if lane.proof is not None else None,
             }
@@ -663,6 +667,16 @@ def direct_unit_prices(price: LanePrice) -> dict[str, str]:
     if price.cache_write_input_per_mtok is not None:
         shown["cache_write_input_per_mtok"] = format(price.cache_write_input_per_mtok, "f")
     return shown
+
+
+def _used_tool_prices(lane: DirectLane, usage: Usage) -> dict[str, str]:
+    """The lane's prices of the hosted tools the answer used (USD per 1,000 calls)."""
+    used = dict(usage.tool_uses)
+    return {
+        tool_price_key(tool): format(price, "f")
+        for tool, price in lane.lane.tool_prices_per_1k
+        if tool in used
+    }
 
 
 def _reported(usage: Usage) -> bool:
