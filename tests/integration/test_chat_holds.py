@@ -28,7 +28,7 @@ from batchroute.clock import FixedClock, SystemClock
 from batchroute.config import get_settings
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.usage import usage_day
-from batchroute.domain.catalog.pricing import token_cost, usage_cost
+from batchroute.domain.catalog.pricing import ToolUses, token_cost, usage_cost
 from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
 from batchroute.money import Money
 from batchroute.providers.base import (
@@ -278,6 +278,45 @@ def test_sweeper_charges_a_dead_stream_its_cached_input_at_the_cached_price(stac
     assert ledger.state(org.org_id).reserved == Money.zero()
     assert ledger.violations(org.org_id) == []
     assert _sweep(ledger, store, clock).settled == []
+    late = call.finish()
+    assert late.replayed and late.charged.micros == report.charged_micros
+
+
+def test_sweeper_charges_a_dead_stream_the_web_searches_its_vendor_reported(stack: LocalStack) -> None:
+    # Given a stream asking Claude for web search, whose vendor reported two searches, that was
+    # checkpointed after 5 tokens, then its function died
+    org = new_org(credit_usd="1")
+    clock = FixedClock()
+    request = _request(
+        model="claude-sonnet-4",
+        messages=[{"role": "user", "content": "Search the news."}],
+        tools=[{"type": "web_search"}],
+        stream=True,
+    )
+    prompt = request.facts.prompt_tokens
+    reported = Usage(prompt, 1, (("web_search", 2),))
+    direct, store = _direct(ScriptedProvider("anthropic", tokens=10, reported=reported), clock)
+    call = _checkpointed(direct, org, request, clock)
+    # When the sweeper settles it once it is stale
+    clock.advance(seconds=301)
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    report = _sweep(ledger, store, clock)
+    # Then the tokens are charged at the lane's direct prices and the two searches at 10.00 USD
+    # per 1,000 (they were run: the vendor bills them whatever became of the stream)
+    assert report.settled == [call.hold_id]
+    tokens = usage_cost(call.lane.lane.price.direct, prompt, 5)
+    assert report.charged_micros == Money.usd_ceil(tokens + Decimal("0.02")).micros
+    # And the money adds up: reserved = charged + released, settled exactly once
+    record = store.record(call.batch_id)
+    assert record is not None and record.usage_checkpoint is not None
+    assert record.usage_checkpoint.tool_uses == ToolUses((("web_search", 2),))
+    billing = record.billing or {}
+    reserved, charged, released = (
+        Money.usd(Decimal(billing[name]["amount"]))
+        for name in ("credit_reserved", "credit_charged", "credit_released")
+    )
+    assert charged.micros == report.charged_micros and reserved == charged + released
+    assert ledger.violations(org.org_id) == []
     late = call.finish()
     assert late.replayed and late.charged.micros == report.charged_micros
 

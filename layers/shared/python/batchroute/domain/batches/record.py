@@ -22,7 +22,14 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.settlement import DirectReceipt, InlineReceipt
 from batchroute.domain.catalog.catalog import FeeSchedule
-from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
+from batchroute.domain.catalog.pricing import (
+    NO_CACHE_TOKENS,
+    NO_TOOL_USES,
+    CacheFields,
+    CacheTokens,
+    ToolFields,
+    ToolUses,
+)
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.gates import RoutingFields, stored_routing_fields
 from batchroute.domain.routing.lanes import LaneAttempt
@@ -80,7 +87,7 @@ class _AnsweredField(TypedDict, total=False):
     answered: bool  # only when true: the answer was delivered whole (UsageCheckpoint)
 
 
-class UsageCheckpointItem(CacheFields, _LaneIdField, _AnsweredField):
+class UsageCheckpointItem(CacheFields, ToolFields, _LaneIdField, _AnsweredField):
     prompt_tokens: int
     completion_tokens: int
 
@@ -153,6 +160,7 @@ class UsageCheckpoint:
     completion_tokens: int = 0
     cache: CacheTokens = NO_CACHE_TOKENS  # of the input, what the vendor read from / wrote to its cache
     answered: bool = False
+    tool_uses: ToolUses = NO_TOOL_USES  # the hosted tool calls the vendor reported so far
 
     def to_mapping(self) -> UsageCheckpointItem:
         lane: _LaneIdField = {"lane_id": self.lane_id} if self.lane_id is not None else {}
@@ -162,6 +170,7 @@ class UsageCheckpoint:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             **self.cache.to_fields(),
+            **self.tool_uses.to_usage(),
             **answered,
         }
 
@@ -625,6 +634,7 @@ def _checkpoint(value: Any) -> UsageCheckpoint | None:
         lane_id=_str(value.get("lane_id")),
         cache=CacheTokens.from_fields(value),
         answered=value.get("answered") is True,
+        tool_uses=ToolUses.from_usage(cast(ToolFields, value)),  # it checks each count
     )
 
 

@@ -565,6 +565,7 @@ class DirectChat:
             completion_tokens=usage.completion_tokens,
             cache=usage.cache,
             answered=answered,
+            tool_uses=ToolUses.of(usage.tool_uses),
         )
         self.store.checkpoint(call.batch_id, checkpoint, isoformat(self.clock.now()))
 

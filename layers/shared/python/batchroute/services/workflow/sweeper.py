@@ -149,10 +149,13 @@ def resolve_stale_chat_holds(
 
 def _swept_usage(lane: Lane | None, checkpoint: UsageCheckpoint, model: str) -> UsageLine:
     """The usage a stopped chat request last checkpointed: each token kind at its lane's
-    direct price (nothing charged on a lane the catalog no longer has)."""
+    direct price, and its hosted tool calls at the lane's (nothing charged on a lane the
+    catalog no longer has)."""
     cache = checkpoint.cache
     if lane is not None:
-        return direct_usage_line(lane, checkpoint.prompt_tokens, checkpoint.completion_tokens, cache)
+        return direct_usage_line(
+            lane, checkpoint.prompt_tokens, checkpoint.completion_tokens, cache, checkpoint.tool_uses
+        )
     return UsageLine(
         model=model,
         provider="",
@@ -174,6 +177,7 @@ def _swept_outcome(
         at=at,
         prompt_tokens=checkpoint.prompt_tokens,
         completion_tokens=checkpoint.completion_tokens,
+        tool_uses=checkpoint.tool_uses.calls,
         cache=checkpoint.cache,
         latest_error=None
         if checkpoint.answered
