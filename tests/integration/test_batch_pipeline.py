@@ -416,7 +416,7 @@ def test_a_batch_asking_for_web_search_is_quoted_and_charged_for_its_searches(
     stack: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a vendor that reports two web searches for each answer, and one code execution
-    # (billed by container time, so priced at nothing)
+    # (a tool the items do not ask for: no price of it is locked, so it costs nothing)
     vendor_reports_tool_uses(monkeypatch, (("python_execution", 1), ("web_search", 2)))
     org = new_org(credit_usd="10")
     # When a batch of three items asking for web search on OpenAI's lane (3 calls counted per
@@ -427,7 +427,7 @@ def test_a_batch_asking_for_web_search_is_quoted_and_charged_for_its_searches(
     ((lane,),) = [group["selected_lanes"] for group in _batch(created.batch_id).plan["groups"]]
     assert lane["estimated_tool_calls"] == {"web_search": 9}
     assert lane["unit_prices"]["web_search_per_1k_calls"] == "10.00"
-    assert "python_execution_per_1k_calls" not in lane["unit_prices"]  # priced at nothing
+    assert "python_execution_per_1k_calls" not in lane["unit_prices"]  # not asked for
     tokens = lane["estimated_prompt_tokens"] * Decimal("0.075") + lane["estimated_output_tokens"] * Decimal(
         "0.300"
     )

@@ -180,13 +180,14 @@ def test_a_lanes_prompt_cache_prices_are_shown_as_they_are_charged() -> None:
 
 
 def test_a_lanes_hosted_tool_prices_are_shown_as_they_are_charged() -> None:
-    # Given GPT-4o mini on OpenAI, whose web search is billed by the call and Code Interpreter not
+    # Given GPT-4o mini on OpenAI, whose web search is billed by the call and Code Interpreter by
+    # the container
     [lane] = service(FakeLive(all_fresh())).model("gpt-4o-mini")["model"]["providers"]
     # Then its pricing shows each tool it offers: the price per 1,000 calls and the calls a
     # quote counts per item (docs/money.md, "Hosted tool calls")
     assert lane["pricing"]["hosted_tools"] == {
         "file_search": {"per_1k_calls": "2.50", "calls_per_item": 2},
-        "python_execution": {"per_1k_calls": "0.00", "calls_per_item": 1},
+        "python_execution": {"per_1k_calls": "30.00", "calls_per_item": 1},
         "web_search": {"per_1k_calls": "10.00", "calls_per_item": 3},
     }
 

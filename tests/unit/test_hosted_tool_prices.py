@@ -52,16 +52,21 @@ def test_every_lane_that_offers_a_hosted_tool_prices_it_in_every_environment() -
                 assert price.calls_per_item >= 1
 
 
-def test_the_vendors_bill_searches_by_the_call_and_code_execution_not_at_all_here() -> None:
+def test_the_vendors_bill_searches_by_the_call_and_code_execution_by_the_container_or_not_at_all() -> None:
     lanes = {one.lane_id: one for one in builtin_catalog().lanes}
-    assert lanes["openai/gpt-4o-mini"].tool_price("web_search") == HostedToolPrice(Decimal("10.00"), 3)
-    assert lanes["openai/gpt-4o-mini"].tool_price("file_search") == HostedToolPrice(Decimal("2.50"), 2)
+    openai = lanes["openai/gpt-4o-mini"]
+    assert openai.tool_price("web_search") == HostedToolPrice(Decimal("10.00"), 3)
+    assert openai.tool_price("file_search") == HostedToolPrice(Decimal("2.50"), 2)
+    # Code Interpreter: $0.03 a container, counted once per container an answer names
+    assert openai.tool_price("python_execution") == HostedToolPrice(Decimal("30.00"), 1)
     assert lanes["anthropic/claude-sonnet-4"].tool_price("web_search") == HostedToolPrice(Decimal("10.00"), 3)
     # Google bills a grounded prompt once, however many queries it ran
     assert lanes["google/gemini-2.0-flash"].tool_price("web_search") == HostedToolPrice(Decimal("35.00"), 1)
-    # billed by container time (which answers do not report) or not at all: priced at nothing
-    assert all(one.tool_price("python_execution") in (None, FREE) for one in lanes.values())
-    assert ("python_execution", Decimal(0)) not in lanes["openai/gpt-4o-mini"].tool_prices_per_1k
+    # billed by container time, which answers do not report (Anthropic), or as tokens (Gemini):
+    # priced at nothing, and never locked
+    assert lanes["anthropic/claude-sonnet-4"].tool_price("python_execution") == FREE
+    assert lanes["google/gemini-2.0-flash"].tool_price("python_execution") == FREE
+    assert ("python_execution", Decimal(0)) not in lanes["google/gemini-2.0-flash"].tool_prices_per_1k
 
 
 def test_a_lane_offering_a_tool_its_provider_does_not_price_is_refused(tmp_path: Path) -> None:

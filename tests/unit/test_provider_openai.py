@@ -502,3 +502,21 @@ def test_top_p_zero_reaches_a_host_as_the_least_nucleus_it_takes() -> None:
     assert transform.OPENAI_ROUTE.body(item)["top_p"] == 0
     half = request({"messages": [{"role": "user", "content": "hi"}], "top_p": 0.5})
     assert transform.HOST_ROUTE.body(half)["top_p"] == 0.5
+
+
+def test_code_interpreter_counts_once_per_container_as_openai_bills_it() -> None:
+    def call(container: str | None) -> dict[str, object]:
+        item: dict[str, object] = {"type": "code_interpreter_call", "status": "completed", "code": "1+1"}
+        return item if container is None else {**item, "container_id": container}
+
+    def counted(*items: dict[str, object]) -> tuple[tuple[str, int], ...]:
+        body = {"status": "completed", "output": [*items, {"type": "web_search_call"}], "usage": {}}
+        return transform.response_result("c1", body).usage.tool_uses
+
+    # Three runs of the interpreter in one container are one container billed ($0.03)
+    assert counted(call("cntr_a"), call("cntr_a"), call("cntr_a")) == (
+        ("python_execution", 1),
+        ("web_search", 1),
+    )
+    # Two containers are two; a call naming none counts as one of its own
+    assert counted(call("cntr_a"), call("cntr_b"), call(None)) == (("python_execution", 3), ("web_search", 1))

@@ -62,7 +62,8 @@ EMBEDDINGS_PATH: Final = "/v1/embeddings"
 # The Responses API's least `max_output_tokens` (its OpenAPI document: `minimum: 16`).
 RESPONSES_MIN_OUTPUT_TOKENS: Final = 16
 SAMPLING_OPTIONS: Final = ("temperature", "top_p")
-# Hosted tool call output items of a Response -> the service's tool names (Usage.tool_uses).
+# Hosted tool call output items of a Response -> the service's tool names (Usage.tool_uses):
+# each item is a billed call, but Code Interpreter's, which count once per container named.
 TOOL_CALL_ITEMS: Final[dict[str, str]] = {
     "web_search_call": "web_search",
     "file_search_call": "file_search",
@@ -419,6 +420,7 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
     refusals: list[str] = []
     calls: list[dict[str, Any]] = []
     tools: dict[str, int] = {}
+    containers: set[str] = set()
     for item in body.get("output") or []:
         item = _mapping(item)
         kind = item.get("type")
@@ -440,8 +442,12 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
                     },
                 }
             )
+        elif kind == "code_interpreter_call" and item.get("container_id"):
+            containers.add(str(item["container_id"]))
         elif isinstance(kind, str) and kind in TOOL_CALL_ITEMS:
             tools[TOOL_CALL_ITEMS[kind]] = tools.get(TOOL_CALL_ITEMS[kind], 0) + 1
+    if containers:  # Code Interpreter is billed by the container, however many calls ran in it
+        tools["python_execution"] = tools.get("python_execution", 0) + len(containers)
     output: dict[str, Any] = {
         "type": "message",
         "role": "assistant",
