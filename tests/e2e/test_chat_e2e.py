@@ -65,6 +65,19 @@ def test_sdk_direct_and_streamed_completions(api: httpx.Client) -> None:
     assert text == completion.choices[0].message.content
 
 
+def test_sdk_lists_the_chat_models_and_one_of_them_answers(api: httpx.Client) -> None:
+    sdk, _ = _sdk(api)
+    # When the SDK lists the models, as a tool built on it does first
+    listed = {model.id: model for model in sdk.models.list()}
+    # Then each is a model a chat completion may name, with its maker and release date
+    assert LLAMA in listed and "text-embedding-3-small" not in listed
+    assert listed[LLAMA].owned_by == "meta-llama" and listed[LLAMA].created > 0
+    assert sdk.models.retrieve(LLAMA).id == LLAMA
+    # And a listed model answers
+    answer = sdk.chat.completions.create(model=LLAMA, messages=_messages(), max_tokens=8)
+    assert answer.choices[0].message.content
+
+
 def test_sdk_failover_and_typed_errors(api: httpx.Client) -> None:
     sdk, _ = _sdk(api)
     # Failover: the cheapest lane answers 503 before its first byte

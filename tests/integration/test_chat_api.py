@@ -70,6 +70,29 @@ def test_sdk_direct_completion_has_usage_and_names_the_provider(client: TestClie
     assert (completion.model_extra or {}).get("provider") == "edge-eu"
 
 
+def test_the_sdk_lists_and_retrieves_the_chat_models(client: TestClient, org: TestOrg) -> None:
+    # Given the official SDK pointed at the service
+    sdk = chat_sdk(client, org)
+    # When it lists the models (as tools built on it do first)
+    listed = sdk.models.list()
+    # Then it gets every catalog model a chat completion may name, in OpenAI's Model shape:
+    # the maker as owned_by, the release date as created; no embedding model
+    catalog = builtin_catalog()
+    chat = [m.id for m in catalog.models if any("responses" in x.operations for x in catalog.lanes_for(m.id))]
+    assert [model.id for model in listed.data] == chat
+    assert "text-embedding-3-small" not in chat and LLAMA in chat
+    by_id = {model.id: model for model in listed.data}
+    assert (by_id[MINI].owned_by, by_id[MINI].created) == ("openai", 1721260800)  # 2024-07-18
+    assert by_id[LLAMA].owned_by == "meta-llama" and all(m.object == "model" for m in listed.data)
+    # And it retrieves one by its id, slashes and all
+    assert sdk.models.retrieve(LLAMA) == by_id[LLAMA]
+    # And a model that is no chat model is a 404 in the spec's envelope
+    with pytest.raises(openai.NotFoundError) as missing:
+        sdk.models.retrieve("text-embedding-3-small")
+    assert missing.value.status_code == 404
+    assert missing.value.response.json()["error"]["code"] == "model_not_found"
+
+
 def test_direct_charges_actual_usage_and_releases_the_rest(client: TestClient, org: TestOrg) -> None:
     # Given 5 USD and a request for gpt-4o-mini with max_tokens 1000
     before = _ledger().state(org.org_id)

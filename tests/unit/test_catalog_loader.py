@@ -228,3 +228,12 @@ def test_content_dates_are_utc_and_the_default_author_applies() -> None:
     assert content.version == "2026-11-21.1"
     assert all(entry.released_at.tzinfo is UTC for entry in content.changelog)
     assert {post.author for post in content.posts} == {"BatchRoute engineering"}
+
+
+def test_a_models_release_date_is_a_toml_date(tmp_path: Path) -> None:
+    # Given gpt-4o-mini's release date written as a string
+    folder = _edited(tmp_path, "models.toml", "released = 2024-07-18", 'released = "2024-07-18"')
+    # Then the catalog refuses it, naming the file, the model and the key
+    _fails(folder, "models.toml", "gpt-4o-mini", "released", "a date such as 2024-07-18")
+    # And the built-in models all have one
+    assert all(model.released is not None for model in builtin_catalog().models)

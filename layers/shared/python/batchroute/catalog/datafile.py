@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -147,6 +147,14 @@ class Row:
             key, _MISSING, expected, lambda v: isinstance(v, datetime) and v.utcoffset() == timedelta(0)
         )
         return value.replace(tzinfo=UTC)
+
+    def day(self, key: str) -> date:
+        """A calendar date written as a TOML date (`released = 2024-07-18`), no time of day."""
+        expected = "a date such as 2024-07-18"
+        value: date = self._get(
+            key, _MISSING, expected, lambda v: isinstance(v, date) and not isinstance(v, datetime)
+        )
+        return value
 
     def texts(
         self, key: str, default: tuple[str, ...] = _MISSING, *, non_empty: bool = False

@@ -213,6 +213,7 @@ def load_models(folder: Traversable) -> dict[str, Model]:
             embedding_dimensions=(
                 row.integer("embedding_dimensions", minimum=1) if row.has("embedding_dimensions") else 0
             ),
+            released=row.day("released"),
         )
         row.close()
     top.close()

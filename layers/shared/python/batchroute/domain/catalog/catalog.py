@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from datetime import date
 from decimal import Decimal, InvalidOperation
 from typing import Literal, TypedDict
 
@@ -232,6 +233,15 @@ class Model:
     # An embedding model's vector size, the most `dimensions` an item may ask for (models.toml
     # `embedding_dimensions`); 0 where the catalog does not say.
     embedding_dimensions: int = 0
+    released: date | None = None  # when its maker released it (models.toml `released`)
+
+    @property
+    def owned_by(self) -> str:
+        """Its maker, as OpenAI's model list says `owned_by`: the organization of an open-weight
+        model's id (`meta-llama`), else the vendor that sells it (its reference provider)."""
+        if self.open_weight and "/" in self.id:
+            return self.id.split("/", 1)[0]
+        return self.reference_provider
 
 
 @dataclass(frozen=True)

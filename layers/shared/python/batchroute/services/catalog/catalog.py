@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Literal, TypedDict
 
@@ -146,6 +146,20 @@ class ModelList(TypedDict):
 class ModelEnvelope(TypedDict):
     model: ModelView
     pricing_updated_at: str
+
+
+class OpenAIModelView(TypedDict):
+    """A model as OpenAI's `GET /v1/models` shows one (its `Model` schema)."""
+
+    id: str
+    object: Literal["model"]
+    created: int  # when its maker released it, Unix seconds (UTC midnight of that day)
+    owned_by: str
+
+
+class OpenAIModelList(TypedDict):
+    object: Literal["list"]
+    data: list[OpenAIModelView]
 
 
 class ProviderView(TypedDict):
@@ -301,6 +315,22 @@ class CatalogService:
             "model": self._model_view(model, self.live.live_states(), self.clock.now()),
             "pricing_updated_at": self.catalog.pricing_updated_at,
         }
+
+    # -- the models POST /v1/chat/completions takes, as OpenAI's model list shows them -----
+    def chat_models(self) -> OpenAIModelList:
+        """Every catalog model a chat completion may name (a lane of it answers requests), in
+        the catalog's order: the list OpenAI's SDK reads (`client.models.list()`)."""
+        chat = [model for model in self.catalog.models if self._chats(model)]
+        return {"object": "list", "data": [_openai_model(model) for model in chat]}
+
+    def chat_model(self, model_id: str) -> OpenAIModelView:
+        model = self.catalog.model(model_id)
+        if model is None or not self._chats(model):
+            raise NotFound(f"No chat model {model_id!r}: GET /v1/models lists them.", code="model_not_found")
+        return _openai_model(model)
+
+    def _chats(self, model: Model) -> bool:
+        return any("responses" in lane.operations for lane in self.catalog.lanes_for(model.id))
 
     def _model_matches(self, model: Model, filters: ModelFilters) -> bool:
         if not filters.text_matches(model):
@@ -547,3 +577,11 @@ def _union(groups: Iterable[Iterable[str]]) -> list[str]:
         for value in group:
             seen.setdefault(value, None)
     return sorted(seen)
+
+
+def _openai_model(model: Model) -> OpenAIModelView:
+    released = model.released
+    created = (
+        int(datetime(released.year, released.month, released.day, tzinfo=UTC).timestamp()) if released else 0
+    )
+    return {"id": model.id, "object": "model", "created": created, "owned_by": model.owned_by}
