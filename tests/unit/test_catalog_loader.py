@@ -141,8 +141,8 @@ def test_a_float_price_fails_naming_the_file_row_and_key(tmp_path: Path) -> None
         ),
         (
             "catalog.toml",
-            'version = "2026-12-04.1"',
-            'version = "2026-12-04.1"\nversion = "2026-12-05.1"',
+            'version = "2026-12-04.2"',
+            'version = "2026-12-04.2"\nversion = "2026-12-05.1"',
             ("catalog.toml: Cannot overwrite a value (at line 5",),  # TOML's own errors name the line
         ),
         (
