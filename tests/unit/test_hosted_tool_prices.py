@@ -119,6 +119,8 @@ def test_a_quote_counts_each_asking_items_calls_and_locks_the_price() -> None:
         Decimal("0.000001"), "ROUND_CEILING"
     )
     assert selected.usage().cost == tokens + Decimal("0.09")
+    # And the quote's plain-language explanation says so
+    assert "per million tokens, plus 9 web_search calls at $10.00 per 1,000)" in plan.explanation()
 
 
 def test_items_that_ask_for_no_tool_lock_no_tool_price() -> None:

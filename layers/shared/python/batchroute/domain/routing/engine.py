@@ -416,7 +416,8 @@ class RoutePlan:
             placed = "; ".join(
                 f"{lane.item_count} items on {lane.provider} "
                 f"(${format(lane.batch_input_per_mtok, 'f')} in / "
-                f"${format(lane.batch_output_per_mtok, 'f')} out per million tokens){_cached(lane)}"
+                f"${format(lane.batch_output_per_mtok, 'f')} out per million tokens{_tools(lane)})"
+                f"{_cached(lane)}"
                 for lane in group.selected
             )
             counts = ", ".join(f"{count} {code}" for code, count in group.rejection_counts().items())
@@ -433,6 +434,16 @@ class RoutePlan:
             "catalog_version": self.catalog_version,
             "groups": [group.to_api() for group in self.groups],
         }
+
+
+def _tools(lane: SelectedLane) -> str:
+    """What the explanation says of the hosted tool calls a lane's estimate counts, if any."""
+    prices = dict(lane.tool_prices)
+    return "".join(
+        f", plus {calls} {tool} call{'' if calls == 1 else 's'} at ${format(prices[tool], 'f')} per 1,000"
+        for tool, calls in lane.tool_calls.calls
+        if tool in prices
+    )
 
 
 def _cached(lane: SelectedLane) -> str:
