@@ -121,6 +121,8 @@ def test_a_quote_counts_each_asking_items_calls_and_locks_the_price() -> None:
     assert selected.usage().cost == tokens + Decimal("0.09")
     # And the quote's plain-language explanation says so
     assert "per million tokens, plus 9 web_search calls at $10.00 per 1,000)" in plan.explanation()
+    one = _route([searcher], group_of(_searching_items(1))).explanation()
+    assert one.startswith("m-chat: 1 item on a (") and "plus 3 web_search calls" in one
 
 
 def test_items_that_ask_for_no_tool_lock_no_tool_price() -> None:

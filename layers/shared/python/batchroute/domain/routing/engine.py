@@ -414,7 +414,7 @@ class RoutePlan:
                 lines.append(f"{group.model}: no eligible lane ({group.failure}).")
                 continue
             placed = "; ".join(
-                f"{lane.item_count} items on {lane.provider} "
+                f"{lane.item_count} item{'' if lane.item_count == 1 else 's'} on {lane.provider} "
                 f"(${format(lane.batch_input_per_mtok, 'f')} in / "
                 f"${format(lane.batch_output_per_mtok, 'f')} out per million tokens{_tools(lane)})"
                 f"{_cached(lane)}"
