@@ -27,7 +27,8 @@ class TokenUsage(BaseModel):
     tool_uses: dict[str, int] | Absent = Field(
         default=None,
         description="Hosted tool calls the vendor made and bills, by hosted tool name "
-        '(`{"web_search": 3}`; present when any). Counted, not yet priced (docs/money.md)',
+        '(`{"web_search": 3}`; present when any), charged at the lane\'s locked '
+        "`<tool>_per_1k_calls` price where it has one (docs/money.md)",
     )
 
 

@@ -75,29 +75,23 @@ def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[st
     }
 
 
-def _usage_counts(tally: ChunkTally) -> dict[str, int]:
-    """The usage a finished chunk adds to its lane record's `usage`, by key: the tokens of its
-    completed items and, when any, the cache split and the hosted tool calls (`tool_uses.<tool>`,
-    lane_records.py), so the live lane view shows them."""
-    tokens = {"prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens}
-    return {**tokens, **tally.cache.counts(), **tally.tool_uses.to_tally()}
-
-
 def _usage_adds(tally: ChunkTally) -> str:
-    """`SET` clauses adding `_usage_counts` (names `_usage_names`, values `_tally_values`) to
-    the lane's `usage` map: each key by a name placeholder (a tool's key holds a dot)."""
+    """`SET` clauses adding the usage of a finished chunk's completed items (`usage_counts`:
+    the tokens and, when any, the cache split and the hosted tool calls, so the live lane view
+    shows them; names `_usage_names`, values `_tally_values`) to the lane's `usage` map: each
+    key by a name placeholder (a tool's key holds a dot)."""
     return ", ".join(
-        f"#usage.#u{i} = if_not_exists(#usage.#u{i}, :zero) + :u{i}" for i in range(len(_usage_counts(tally)))
+        f"#usage.#u{i} = if_not_exists(#usage.#u{i}, :zero) + :u{i}" for i in range(len(tally.usage_counts()))
     )
 
 
 def _usage_names(tally: ChunkTally) -> dict[str, str]:
-    return {"#usage": "usage", **{f"#u{i}": name for i, name in enumerate(_usage_counts(tally))}}
+    return {"#usage": "usage", **{f"#u{i}": name for i, name in enumerate(tally.usage_counts())}}
 
 
 def _tally_values(tally: ChunkTally) -> dict[str, int]:
     """The lane record's additions for a finished chunk."""
-    usage = {f":u{i}": count for i, count in enumerate(_usage_counts(tally).values())}
+    usage = {f":u{i}": count for i, count in enumerate(tally.usage_counts().values())}
     return {":completed": tally.completed, ":failed": tally.failed, ":handed": tally.handed_over, **usage}
 
 

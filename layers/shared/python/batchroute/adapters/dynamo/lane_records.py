@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import decimals, plain
-from batchroute.domain.catalog.pricing import CacheTokens, ToolUses
+from batchroute.domain.catalog.pricing import CacheTokens, ToolUses, flat_usage
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
     LaneRecord,
@@ -34,7 +34,7 @@ def lane_item(lane: LaneRecord) -> dict[str, Any]:
     """The stored item's fields (the store adds the keys)."""
     values = {name: value for name, value in asdict(lane).items() if name not in _USAGE}
     values |= {
-        "usage": _stored_usage(lane),
+        "usage": flat_usage(lane.prompt_tokens, lane.completion_tokens, lane.cache, lane.tool_uses),
         "prefixes": lane.prefixes.to_item() if lane.prefixes is not None else None,
         "cache_prefixes": list(lane.cache_prefixes) or None,
     }
@@ -61,12 +61,6 @@ def lane_from_item(item: Mapping[str, Any]) -> LaneRecord:
         cache_prefixes=tuple(values.get("cache_prefixes") or ()),
         prefixes=PrefixFilter.from_item(values.get("prefixes")),
     )
-
-
-def _stored_usage(lane: LaneRecord) -> dict[str, int]:
-    """The lane's `usage` map: flat, as the progress updates add to it."""
-    tokens = {"prompt_tokens": lane.prompt_tokens, "completion_tokens": lane.completion_tokens}
-    return {**tokens, **lane.cache.counts(), **lane.tool_uses.to_tally()}
 
 
 def job_item(job: SubmittedJob) -> dict[str, Any]:

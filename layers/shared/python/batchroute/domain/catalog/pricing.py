@@ -194,6 +194,15 @@ def _whole_count(value: object) -> bool:
 NO_TOOL_USES = ToolUses()
 
 
+def flat_usage(
+    prompt_tokens: int, completion_tokens: int, cache: CacheTokens, tool_uses: ToolUses
+) -> dict[str, int]:
+    """A usage as lane tallies and lane records keep it, one flat map of counts: the tokens,
+    and the cache counts and tool calls (`tool_uses.<tool>`) when there are any."""
+    tokens = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    return {**tokens, **cache.counts(), **tool_uses.to_tally()}
+
+
 @dataclass(frozen=True)
 class LaneUsage:
     """Tokens on one lane at that lane's locked batch prices (USD per million tokens).

@@ -29,8 +29,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Final, NotRequired, TypedDict
 
+from batchroute.domain.billing.usage import direct_usage_line
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
-from batchroute.domain.catalog.pricing import NO_TOOL_USES, ToolUses, token_cost, tool_cost, usage_cost
+from batchroute.domain.catalog.pricing import NO_TOOL_USES, CacheTokens, ToolUses, token_cost, tool_cost
 from batchroute.domain.chat.requests import ChatRequest, ProviderPreferences
 from batchroute.domain.routing.engine import LaneProof, RejectedLane, RejectionView, lane_proof
 from batchroute.domain.routing.gates import (
@@ -98,15 +99,11 @@ class DirectLane:
     ) -> Money:
         """The actual cost at this lane's direct prices, each token kind at its own (cache
         reads and writes within `prompt_tokens`), and its hosted tool calls at the lane's
-        prices for them, rounded up to the micro-dollar."""
-        tokens = usage_cost(
-            self.lane.price.direct,
-            prompt_tokens,
-            completion_tokens,
-            cached_input_tokens=cached_input_tokens,
-            cache_write_input_tokens=cache_write_input_tokens,
-        )
-        return Money.usd_ceil(tokens + tool_cost(tool_uses, self.lane.tool_prices_per_1k))
+        prices for them (`direct_usage_line`, what the usage counters count), rounded up to
+        the micro-dollar."""
+        cache = CacheTokens(cached_input_tokens, cache_write_input_tokens)
+        line = direct_usage_line(self.lane, prompt_tokens, completion_tokens, cache, tool_uses)
+        return Money.usd_ceil(line.cost)
 
 
 class LaneRejection(TypedDict):

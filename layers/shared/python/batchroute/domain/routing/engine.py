@@ -44,7 +44,7 @@ from batchroute.domain.routing.gates import (
     heartbeat_age_seconds,
     lane_gate_failures,
 )
-from batchroute.domain.routing.items import ModelGroup
+from batchroute.domain.routing.items import ModelGroup, pro_rata
 from batchroute.domain.routing.prompt_cache import (
     NO_EXPECTED_CACHE,
     REST,
@@ -798,10 +798,11 @@ def _selected(candidate: _Candidate, group: ModelGroup, runs: list[PrefixRun] | 
     routing on and a lane that caches, its expected cache use (`runs`: the shared prefixes'
     items it takes)."""
     share = candidate.taken
-    prompt = _pro_rata(candidate.demand.prompt_tokens, share, group.item_count)
-    output = _pro_rata(candidate.demand.output_tokens, share, group.item_count)
+    prompt = pro_rata(candidate.demand.prompt_tokens, share, group.item_count)
+    output = pro_rata(candidate.demand.output_tokens, share, group.item_count)
     lane = candidate.lane
     tool_calls = group.tool_calls_on(lane, share)
+    counted = {tool for tool, _ in tool_calls.calls}
     tools = tool_cost(tool_calls, lane.tool_prices_per_1k)
     estimated = Money.usd_ceil(batch_cost(prompt, output, lane.price) + tools)
     cache = None
@@ -827,14 +828,8 @@ def _selected(candidate: _Candidate, group: ModelGroup, runs: list[PrefixRun] | 
         batch_cache_write_input_per_mtok=lane.price.batch_cache_write_input_per_mtok,
         prompt_cache=cache,
         tool_calls=tool_calls,
-        tool_prices=tuple(
-            (tool, price) for tool, price in lane.tool_prices_per_1k if tool in dict(tool_calls.calls)
-        ),
+        tool_prices=tuple((tool, price) for tool, price in lane.tool_prices_per_1k if tool in counted),
     )
-
-
-def _pro_rata(total: int, share: int, whole: int) -> int:
-    return total if share == whole else -(-total * share // whole)
 
 
 def _capacity_failure(remaining: int, needed: int) -> GateFailure:

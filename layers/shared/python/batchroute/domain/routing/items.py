@@ -329,6 +329,12 @@ def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
     )
 
 
+def pro_rata(total: int, share: int, whole: int) -> int:
+    """`share` of `whole` items' `total` (their tokens, the items asking for a tool), rounded
+    up: the shares of a split never add up to less than the whole."""
+    return total if share == whole else -(-total * share // whole)
+
+
 @dataclass(slots=True)
 class ModelGroup:
     """What one model's items ask for, in O(1) memory however many items there are.
@@ -391,8 +397,7 @@ class ModelGroup:
         for tool, needing in self.tool_items.items():
             price = lane.tool_price(tool)
             if price is not None and price.per_1k_calls > 0:
-                share = needing if items == self.item_count else -(-needing * items // self.item_count)
-                calls.append((tool, share * price.calls_per_item))
+                calls.append((tool, pro_rata(needing, items, self.item_count) * price.calls_per_item))
         return ToolUses.of(calls)
 
     @property

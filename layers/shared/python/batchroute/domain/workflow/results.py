@@ -20,6 +20,7 @@ from batchroute.domain.catalog.pricing import (
     CacheTokens,
     ToolFields,
     ToolUses,
+    flat_usage,
 )
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.stored import from_counters
@@ -172,12 +173,13 @@ class LaneTally:
         return {
             "completed": self.completed,
             "failed": self.failed,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            **self.cache.counts(),
-            **self.tool_uses.to_tally(),
+            **self.usage_counts(),
             **({"late": self.late} if self.late else {}),
         }
+
+    def usage_counts(self) -> dict[str, int]:
+        """The usage of its completed rows as a flat map (`pricing.flat_usage`)."""
+        return flat_usage(self.prompt_tokens, self.completion_tokens, self.cache, self.tool_uses)
 
     @classmethod
     def from_dict(cls, tally: Mapping[str, int]) -> LaneTally:
