@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypedDict, TypeVar
 
+from batchroute.domain.views import view_of
+
 # The changed fields' API shape: billing's ControlsSettingsView, the policy's PolicyFieldsView.
 Changes = TypeVar("Changes")
 
@@ -37,14 +39,4 @@ class AuditEntry(Generic[Changes]):
     created_at: str
 
     def to_api(self) -> AuditEntryView[Changes]:
-        return {
-            "id": self.id,
-            "org_id": self.org_id,
-            "actor_user_id": self.actor_user_id,
-            "actor_role": self.actor_role,
-            "action": self.action,
-            "before": self.before,
-            "after": self.after,
-            "ip_address": self.ip_address,
-            "created_at": self.created_at,
-        }
+        return view_of(self, AuditEntryView[Changes])

@@ -13,6 +13,7 @@ from typing import Final, Literal, TypedDict, get_args
 
 from batchroute.domain.batches.jsonl import LineError, LineErrorView
 from batchroute.domain.batches.preflight import IssueView
+from batchroute.domain.views import view_of
 
 
 class CompletedPart(TypedDict):
@@ -236,19 +237,6 @@ class FileRecord:
         return self.status == "processed"
 
     def to_api(self) -> FileView:
-        return {
-            "id": self.file_id,
-            "object": "file",
-            "filename": self.filename,
-            "purpose": self.purpose,
-            "content_type": self.content_type,
-            "bytes": self.bytes,
-            "status": self.status,
-            "created_at": self.created_at,
-            "line_count": self.line_count,
-            "item_count": self.item_count,
-            "error_count": self.error_count,
-            "errors": [issue.to_api() for issue in self.errors],
-            "error": self.error,
-            "sha256": self.sha256,
-        }
+        return view_of(
+            self, FileView, id=self.file_id, object="file", errors=[issue.to_api() for issue in self.errors]
+        )

@@ -28,6 +28,7 @@ from typing import Literal, TypedDict
 
 from batchroute.domain.billing.controls import BillingControls, Mode, Period, Threshold, ThresholdType
 from batchroute.domain.billing.ledger import DAILY_PREFIX, WalletState, period_keys
+from batchroute.domain.views import view_of
 from batchroute.money import Money, MoneyView, format_amount
 
 LIMIT_REACHED = "billing.limit_reached"
@@ -157,14 +158,9 @@ class BillingEvent:
 
     def to_api(self) -> BillingEventView:
         """The event as the API lists it and the webhook sends it."""
-        return {
-            "id": self.event_id,
-            "object": "billing.event",
-            "type": self.type,
-            "org_id": self.org_id,
-            "created_at": self.created_at,
-            "data": self.details.copy(),
-        }
+        return view_of(
+            self, BillingEventView, id=self.event_id, object="billing.event", data=self.details.copy()
+        )
 
 
 def alert_period(controls: BillingControls, at: datetime) -> AlertPeriod:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypedDict, cast, get_args
 
+from batchroute.domain.views import view_of
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.money import Money, MoneyView, money_text
 
@@ -115,17 +116,13 @@ class BillingControls(ControlsSettings):
 
     def settings_api(self) -> ControlsSettingsView:
         """The editable fields in their API shape (what the audit diff compares)."""
-        return {
-            "limit_enabled": self.limit_enabled,
-            "limit_period": self.limit_period,
-            "limit_amount": _money_api(self.limit_amount),
-            "limit_mode": self.limit_mode,
-            "limit_timezone": self.limit_timezone,
-            "low_balance_amount": _money_api(self.low_balance_amount),
-            "alert_thresholds": [t.to_api() for t in self.alert_thresholds],
-            "alert_email_enabled": self.alert_email_enabled,
-            "alert_webhook_enabled": self.alert_webhook_enabled,
-        }
+        return view_of(
+            self,
+            ControlsSettingsView,
+            limit_amount=_money_api(self.limit_amount),
+            low_balance_amount=_money_api(self.low_balance_amount),
+            alert_thresholds=[t.to_api() for t in self.alert_thresholds],
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypedDict
 from batchroute.clock import isoformat
 from batchroute.domain.billing.controls import MAX_USD, parse_usd
 from batchroute.domain.billing.reversals import ReversalClaim
+from batchroute.domain.views import view_of
 from batchroute.errors import InvalidRequest
 from batchroute.money import MICROS_PER_USD, Money, MoneyView, money_text
 
@@ -155,15 +156,14 @@ class AutoTopup:
         return self.month_committed if self.month == month else Money.zero()
 
     def to_api(self, payment_method: PaymentMethod | None) -> AutoTopupView:
-        return {
-            "org_id": self.org_id,
-            "configured": self.configured,
-            "enabled": self.enabled,
-            "trigger_balance": self.trigger_balance.to_api(),
-            "amount": self.amount.to_api(),
-            "monthly_cap": self.monthly_cap.to_api(),
-            "payment_method": payment_method.to_api() if payment_method else None,
-            "status": {
+        return view_of(
+            self,
+            AutoTopupView,
+            trigger_balance=self.trigger_balance.to_api(),
+            amount=self.amount.to_api(),
+            monthly_cap=self.monthly_cap.to_api(),
+            payment_method=payment_method.to_api() if payment_method else None,
+            status={
                 "in_flight_attempt_id": self.in_flight,
                 "consecutive_failures": self.failures,
                 "retry_after": self.retry_after,
@@ -171,9 +171,7 @@ class AutoTopup:
                 "month": self.month,
                 "month_committed": self.month_committed.to_api(),
             },
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+        )
 
 
 # The rules of the auto top-up request model's fields (functions/api/schemas/billing/payments.py).
@@ -381,16 +379,13 @@ class TopupAttempt:
     charge_tried_at: str | None = None
 
     def to_api(self) -> TopupAttemptView:
-        return {
-            "id": self.attempt_id,
-            "amount": self.amount.to_api(),
-            "status": self.status,
-            "processor_reference": self.processor_ref,
-            "failure_code": self.failure_code,
-            "failure_reason": self.failure_reason,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+        return view_of(
+            self,
+            TopupAttemptView,
+            id=self.attempt_id,
+            amount=self.amount.to_api(),
+            processor_reference=self.processor_ref,
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

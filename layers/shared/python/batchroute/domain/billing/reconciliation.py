@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, TypedDict
 
 from batchroute.domain.billing.ledger import ProcessorCredit
+from batchroute.domain.views import view_of
 from batchroute.money import Money, format_amount
 
 # The `metadata.purpose` the service puts on its own payments (services/billing/payments.py).
@@ -108,15 +109,7 @@ class Difference:
     credited_amount: str | None = None
 
     def to_dict(self) -> DifferenceView:
-        return {
-            "kind": self.kind,
-            "org_id": self.org_id,
-            "processor_ref": self.processor_ref,
-            "credited_refs": list(self.credited),
-            "paid": self.paid,
-            "credited": self.credited_amount,
-            "detail": self.detail,
-        }
+        return view_of(self, DifferenceView, credited_refs=list(self.credited), credited=self.credited_amount)
 
 
 @dataclass(frozen=True)
@@ -136,17 +129,13 @@ class ReconciliationReport:
         return not self.differences
 
     def to_dict(self) -> ReportView:
-        return {
-            "since": self.since,
-            "settled_before": self.settled_before,
-            "credits": self.credits,
-            "payments": self.payments,
-            "matched": self.matched,
-            "foreign_payments": self.foreign_payments,
-            "awaiting_credit": list(self.awaiting_credit),
-            "differences": [d.to_dict() for d in self.differences],
-            "counts": dict(self.counts),
-        }
+        return view_of(
+            self,
+            ReportView,
+            awaiting_credit=list(self.awaiting_credit),
+            differences=[d.to_dict() for d in self.differences],
+            counts=dict(self.counts),
+        )
 
 
 def reconcile(

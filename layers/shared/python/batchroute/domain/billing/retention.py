@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal, TypedDict, get_args
 
+from batchroute.domain.views import view_of
 from batchroute.errors import InvalidRequest
 
 RetentionTier = Literal["grace_only", "extended_fixed", "until_deleted"]
@@ -59,14 +60,7 @@ class RetentionSettings:
     version: int = 0  # optimistic concurrency; not part of the API
 
     def to_api(self, *, grace_hours: int) -> RetentionView:
-        return {
-            "org_id": self.org_id,
-            "retention_tier": self.retention_tier,
-            "extended_days": self.extended_days,
-            "never_charge": self.never_charge,
-            "grace_hours": grace_hours,
-            "updated_at": self.updated_at,
-        }
+        return view_of(self, RetentionView, grace_hours=grace_hours)
 
 
 def keep_until(settings: RetentionSettings, *, finalized_at: datetime, grace: timedelta) -> datetime | None:

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Final, Literal, TypedDict, cast
 
 from batchroute.clock import isoformat
+from batchroute.domain.views import view_of
 
 DeliveryState = Literal["pending", "delivering", "delivered", "failed"]
 TargetState = Literal["pending", "delivered", "failed"]
@@ -79,7 +80,7 @@ class DeliveryError:
     target_id: str | None = None
 
     def to_api(self) -> DeliveryErrorView:
-        return {"code": self.code, "message": self.message, "target_id": self.target_id}
+        return view_of(self, DeliveryErrorView)
 
 
 @dataclass(frozen=True)
@@ -150,18 +151,13 @@ class DeliveryRecord:
         return self.state == "delivering" and (self.lease_until is None or self.lease_until < now_iso)
 
     def to_api(self) -> DeliveryView:
-        return {
-            "state": self.state,
-            "attempts": self.attempts,
-            "max_attempts": self.round_start + MAX_ATTEMPTS,
-            "last_error": self.last_error.to_api() if self.last_error else None,
-            "last_attempt_at": self.last_attempt_at,
-            "next_attempt_at": self.next_attempt_at,
-            "delivered_at": self.delivered_at,
-            "redeliveries": self.redeliveries,
-            "created_at": self.created_at,
-            "targets": [t.to_api() for t in self.targets],
-        }
+        return view_of(
+            self,
+            DeliveryView,
+            max_attempts=self.round_start + MAX_ATTEMPTS,
+            last_error=self.last_error.to_api() if self.last_error else None,
+            targets=[t.to_api() for t in self.targets],
+        )
 
 
 def new_round(targets: Iterable[TargetDelivery]) -> tuple[TargetDelivery, ...]:

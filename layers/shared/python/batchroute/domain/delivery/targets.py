@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any, Final, Literal, Protocol, TypedDict
 from urllib.parse import urlsplit
 
+from batchroute.domain.views import view_of
 from batchroute.errors import InvalidRequest
 
 MAX_TARGETS_PER_ORG: Final = 5
@@ -99,7 +100,7 @@ class LastTest:
         error: BucketErrorView | None = (
             {"code": self.error_code, "message": self.error_message} if not self.ok else None
         )
-        return {"ok": self.ok, "at": self.at, "key": self.key, "error": error}
+        return view_of(self, LastTestView, error=error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,21 +133,15 @@ class DeliveryTarget:
 
     def to_api(self) -> DeliveryTargetView:
         """The public view: never the secret, not even sealed; the key id's last four only."""
-        return {
-            "id": self.target_id,
-            "object": "delivery_target",
-            "name": self.name,
-            "endpoint_url": self.endpoint_url,
-            "region": self.region,
-            "bucket": self.bucket,
-            "prefix": self.prefix,
-            "enabled": self.enabled,
-            "access_key_id_last4": self.access_key_id[-4:],
-            "secret_access_key_set": bool(self.secret_sealed),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "last_test": self.last_test.to_api() if self.last_test else None,
-        }
+        return view_of(
+            self,
+            DeliveryTargetView,
+            id=self.target_id,
+            object="delivery_target",
+            access_key_id_last4=self.access_key_id[-4:],
+            secret_access_key_set=bool(self.secret_sealed),
+            last_test=self.last_test.to_api() if self.last_test else None,
+        )
 
     def object_key(self, *parts: str) -> str:
         """`<prefix>/<parts...>`, or just the parts without a prefix."""

@@ -25,6 +25,8 @@ from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from typing import Any, Final, Literal, TypedDict, get_args
 
+from batchroute.domain.views import view_of
+
 SIGNATURE_HEADER = "X-Service-Signature"
 TIMESTAMP_HEADER = "X-Service-Timestamp"
 EVENT_HEADER = "X-Service-Event"
@@ -295,19 +297,7 @@ class WebhookDeliveryRecord:
 
     def to_api(self) -> WebhookDeliveryView:
         """The public view of a delivery: never its secret, ciphertext or payload."""
-        return {
-            "id": self.delivery_id,
-            "event_id": self.event_id,
-            "event_type": self.event_type,
-            "url": self.url,
-            "status": self.status,
-            "attempt_count": self.attempt_count,
-            "last_attempt_at": self.last_attempt_at,
-            "next_attempt_at": self.next_attempt_at,
-            "last_response_status": self.last_response_status,
-            "last_error": self.last_error,
-            "created_at": self.created_at,
-        }
+        return view_of(self, WebhookDeliveryView, id=self.delivery_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,14 +312,7 @@ class WebhookAttempt:
     duration_ms: int = 0
 
     def to_api(self) -> WebhookAttemptView:
-        return {
-            "delivery_id": self.delivery_id,
-            "attempt": self.attempt,
-            "at": self.at,
-            "status_code": self.status_code,
-            "error": self.error,
-            "duration_ms": self.duration_ms,
-        }
+        return view_of(self, WebhookAttemptView)
 
 
 DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"

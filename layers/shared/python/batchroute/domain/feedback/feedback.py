@@ -18,6 +18,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.request_fields import invalid
+from batchroute.domain.views import view_of
 
 COMMENT_MAX: Final = 4000
 LABELS_MAX: Final = 10
@@ -105,20 +106,14 @@ class Feedback:
     version: int = 1
 
     def to_api(self) -> FeedbackView:
-        return {
-            "id": self.feedback_id,
-            "object": "feedback",
-            "target": self.target.to_api(),
-            "rating": self.rating,
-            "rating_scale": self.rating_scale,
-            "comment": self.comment,
-            "labels": list(self.labels),
-            "model": self.model,
-            "provider": self.provider,
-            "author": self.author,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+        return view_of(
+            self,
+            FeedbackView,
+            id=self.feedback_id,
+            object="feedback",
+            target=self.target.to_api(),
+            labels=list(self.labels),
+        )
 
 
 # -- the request ---------------------------------------------------------------------------

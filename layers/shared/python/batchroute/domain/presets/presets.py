@@ -31,6 +31,7 @@ from batchroute.domain.presets.golden_sets import (
 )
 from batchroute.domain.routing.gates import RouteRequest
 from batchroute.domain.routing.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST, OUTPUT_LIMIT_KEYS
+from batchroute.domain.views import view_of
 from batchroute.errors import InvalidRequest
 
 MAX_PRESETS_PER_ORG: Final = 200
@@ -187,17 +188,14 @@ class PresetVersion(PresetContent):
 
     def template(self) -> PresetTemplate:
         """The preset's content, as a create body would give it."""
-        return {
-            "description": self.description,
-            "model": self.model,
-            "workflow_product": self.workflow_product,
-            "operation": self.operation,
-            "system_prompt": self.system_prompt,
-            "parameters": self.parameters.copy(),
-            "routing": self.routing.copy(),
-            "metadata": dict(self.metadata) if self.metadata else None,
-            "golden_set": self.golden_set.copy() if self.golden_set else None,
-        }
+        return view_of(
+            self,
+            PresetTemplate,
+            parameters=self.parameters.copy(),
+            routing=self.routing.copy(),
+            metadata=dict(self.metadata) if self.metadata else None,
+            golden_set=self.golden_set.copy() if self.golden_set else None,
+        )
 
     def to_api(self) -> PresetVersionView:
         return {

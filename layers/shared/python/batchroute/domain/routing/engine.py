@@ -61,6 +61,7 @@ from batchroute.domain.routing.prompt_cache import (
     runs_of,
     shared_runs,
 )
+from batchroute.domain.views import view_of
 from batchroute.money import Money, MoneyView, money_text
 
 # Under sla_aware a lane is "roomy" with this many times the group's items left today:
@@ -212,20 +213,13 @@ class LaneProof:
     pricing_updated_at: str
 
     def to_api(self) -> LaneProofView:
-        return {
-            "provider": self.provider,
-            "provider_kind": self.provider_kind,
-            "execution_mode": self.execution_mode,
-            "privacy_tiers": list(self.privacy_tiers),
-            "data_retention_days": self.data_retention_days,
-            "zero_data_retention": self.data_retention_days == 0,
-            "regions": list(self.regions),
-            "last_heartbeat_at": self.last_heartbeat_at,
-            "heartbeat_age_seconds": self.heartbeat_age_seconds,
-            "remaining_capacity_items": self.remaining_capacity_items,
-            "catalog_version": self.catalog_version,
-            "pricing_updated_at": self.pricing_updated_at,
-        }
+        return view_of(
+            self,
+            LaneProofView,
+            privacy_tiers=list(self.privacy_tiers),
+            zero_data_retention=self.data_retention_days == 0,
+            regions=list(self.regions),
+        )
 
 
 @dataclass(frozen=True)
@@ -333,19 +327,18 @@ class Rejection:
     proof: LaneProof
 
     def to_api(self) -> RejectedLaneView:
-        return {
-            "lane_id": self.lane_id,
-            "provider": self.provider,
-            "model": self.model,
-            "selected": False,
-            "rejection": {
+        return view_of(
+            self,
+            RejectedLaneView,
+            selected=False,
+            rejection={
                 "code": self.code,
                 "message": self.message,
                 "details": self.details,
                 "reasons": list(self.reasons),
             },
-            "proof": self.proof.to_api(),
-        }
+            proof=self.proof.to_api(),
+        )
 
 
 @dataclass(frozen=True)

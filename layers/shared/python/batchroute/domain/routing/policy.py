@@ -37,6 +37,7 @@ from batchroute.domain.routing.gates import (
     RoutingGuards,
     RoutingMode,
 )
+from batchroute.domain.views import view_of
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.money import Money, MoneyView, is_amount_text
 
@@ -309,12 +310,7 @@ class PolicyChange(AuditEntry[PolicyFieldsView]):
     actor_key_id: str | None = None
 
     def to_api(self) -> PolicyChangeView:
-        return {
-            "object": "routing_policy_change",
-            **super().to_api(),
-            "version": self.version,
-            "actor_key_id": self.actor_key_id,
-        }
+        return view_of(self, PolicyChangeView, object="routing_policy_change")
 
 
 @dataclass(frozen=True)
@@ -327,12 +323,7 @@ class Narrowing:
     rule: str
 
     def to_api(self) -> NarrowingView:
-        return {
-            "field": self.field,
-            "requested": self.requested,
-            "effective": self.effective,
-            "rule": self.rule,
-        }
+        return view_of(self, NarrowingView)
 
 
 @dataclass(frozen=True)

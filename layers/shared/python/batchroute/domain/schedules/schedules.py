@@ -31,6 +31,7 @@ from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.presets.golden_sets import GoldenSet, GoldenSetView, golden_set_from_api
 from batchroute.domain.presets.presets import MaxPriceSent
 from batchroute.domain.routing.gates import RouteRequest
+from batchroute.domain.views import view_of
 from batchroute.errors import InvalidRequest
 
 ScheduleState = Literal["active", "paused"]
@@ -403,15 +404,7 @@ class ScheduleDefinition:
     def stored(self) -> StoredDefinition:
         """The definition's fields as a schedule keeps them (its golden set as stored)."""
         golden_set = self.golden_set.to_api() if self.golden_set else None
-        return {
-            "name": self.name,
-            "batch_options": self.batch_options.copy(),
-            "description": self.description,
-            "expression": self.expression,
-            "golden_set": golden_set,
-            "time_zone": self.time_zone,
-            "input_source": self.input_source,
-        }
+        return view_of(self, StoredDefinition, batch_options=self.batch_options.copy(), golden_set=golden_set)
 
 
 class StoredDefinition(TypedDict):
@@ -469,15 +462,13 @@ class Schedule:
 
     def definition(self) -> DefinitionView:
         """What a version freezes (the public view of batch_options)."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "expression": self.expression,
-            "time_zone": self.time_zone,
-            "input_source": self.input_source.to_api(),
-            "batch_options": public_options(self.batch_options),
-            "golden_set": self.golden_set.copy() if self.golden_set else None,
-        }
+        return view_of(
+            self,
+            DefinitionView,
+            input_source=self.input_source.to_api(),
+            batch_options=public_options(self.batch_options),
+            golden_set=self.golden_set.copy() if self.golden_set else None,
+        )
 
     def to_api(self) -> ScheduleView:
         return {
@@ -541,17 +532,7 @@ class ScheduleRun:
     error: RunError | None = None
 
     def to_api(self) -> RunView:
-        return {
-            "object": "schedule.run",
-            "schedule_id": self.schedule_id,
-            "fire_at": self.fire_at,
-            "version": self.version,
-            "state": self.state,
-            "batch_id": self.batch_id,
-            "error": self.error,
-            "trigger": self.trigger,
-            "created_at": self.created_at,
-        }
+        return view_of(self, RunView, object="schedule.run")
 
 
 class VersionView(DefinitionView):

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, TypedDict, get_args
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.batches.record import WorkOrderRef, job_id_for
 from batchroute.domain.request_fields import invalid
+from batchroute.domain.views import view_of
 from batchroute.money import Money, MoneyView
 
 MAX_MEMBERS: Final = 1000
@@ -276,16 +277,14 @@ class WorkOrderMember:
     member_kind: MemberKind = "batch"
 
     def to_api(self) -> MemberView:
-        return {
-            "batch_id": self.batch_id,
-            "kind": self.member_kind,
-            "chat_job_id": job_id_for(self.batch_id) if self.member_kind == "chat_job" else None,
-            "joined_at": self.joined_at,
-            "items": self.items_total,
-            "reserved": Money(self.reserved_micros).to_api(),
-            "settled_at": self.settled_at,
-            "outcome": self.outcome,
-        }
+        return view_of(
+            self,
+            MemberView,
+            kind=self.member_kind,
+            chat_job_id=job_id_for(self.batch_id) if self.member_kind == "chat_job" else None,
+            items=self.items_total,
+            reserved=Money(self.reserved_micros).to_api(),
+        )
 
 
 @dataclass(frozen=True)

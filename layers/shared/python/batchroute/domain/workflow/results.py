@@ -24,6 +24,7 @@ from batchroute.domain.catalog.pricing import (
 )
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.stored import from_counters
+from batchroute.domain.views import view_of
 
 
 class LineUsage(CacheFields, ToolFields):
@@ -260,12 +261,7 @@ class MergeTally:
 
     def to_dict(self) -> MergeTallyItem:
         """Plain values, to carry the tally between invocations (chunked Finalize)."""
-        return {
-            "completed": self.completed,
-            "failed": self.failed,
-            "missing": self.missing,
-            "lanes": {key: lane.to_dict() for key, lane in self.lanes.items()},
-        }
+        return view_of(self, MergeTallyItem, lanes={key: lane.to_dict() for key, lane in self.lanes.items()})
 
     @classmethod
     def from_dict(cls, values: MergeTallyItem) -> MergeTally:

@@ -21,6 +21,7 @@ from batchroute.domain.accounts.access import Principal, Role, authorize, no_use
 from batchroute.domain.accounts.accounts import DeliveryWebhookConfig, Org, User
 from batchroute.domain.delivery.webhook_targets import webhook_target_problems
 from batchroute.domain.delivery.webhooks import webhook_secret_context
+from batchroute.domain.views import view_of
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import MoneyView
 from batchroute.services.accounts.accounts import clean_display_name, clean_full_name
@@ -70,15 +71,7 @@ class AccountView(TypedDict):
 
 
 def member_view(user: User) -> MemberView:
-    return {
-        "user_id": user.user_id,
-        "email": user.email,
-        "role": user.role,
-        "full_name": user.full_name,
-        "display_name": user.display_name,
-        "email_verified": user.email_verified_at is not None,
-        "created_at": user.created_at,
-    }
+    return view_of(user, MemberView, email_verified=user.email_verified_at is not None)
 
 
 def webhook_view(config: DeliveryWebhookConfig | None) -> WebhookView | None:

@@ -52,6 +52,7 @@ from batchroute.domain.batches.jsonl import (
     parse_jsonl,
 )
 from batchroute.domain.batches.preflight import IssueView, PreflightFailed
+from batchroute.domain.views import view_of
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger
@@ -181,13 +182,7 @@ class MultipartPlan:
     expires_at: str
 
     def to_api(self) -> MultipartView:
-        return {
-            "method": "PUT",
-            "part_bytes": self.part_bytes,
-            "part_count": self.part_count,
-            "parts": [part.to_api() for part in self.parts],
-            "expires_at": self.expires_at,
-        }
+        return view_of(self, MultipartView, method="PUT", parts=[part.to_api() for part in self.parts])
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from batchroute.domain.routing.lanes import (
     lane_status,
     provider_status,
 )
+from batchroute.domain.views import view_of
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import format_amount
 from batchroute.services.catalog.ports import DeploymentSettings, LiveStates
@@ -524,24 +525,16 @@ class CatalogService:
         self, product: WorkflowProduct, lanes: list[Lane], live: dict[str, LaneLive], now: datetime
     ) -> ProductView:
         available = [lane for lane in lanes if self._status(lane, live, now) == "available"]
-        return {
-            "slug": product.slug,
-            "object": "workflow_product",
-            "title": product.title,
-            "summary": product.summary,
-            "operation": product.operation,
-            "sla_hours": product.sla_hours,
-            "completion_window": f"{product.sla_hours}h",
-            "input_schema": product.input_schema,
-            "output_schema": product.output_schema,
-            "route_policy": product.route_policy,
-            "typical_input_tokens": product.typical_input_tokens,
-            "typical_output_tokens": product.typical_output_tokens,
-            "fee_pct": _decimal(self.catalog.fees.workflow_product_fee_pct),
-            "models": sorted({lane.model for lane in lanes}),
-            "lanes_able": len(lanes),
-            "lanes_available": len(available),
-        }
+        return view_of(
+            product,
+            ProductView,
+            object="workflow_product",
+            completion_window=f"{product.sla_hours}h",
+            fee_pct=_decimal(self.catalog.fees.workflow_product_fee_pct),
+            models=sorted({lane.model for lane in lanes}),
+            lanes_able=len(lanes),
+            lanes_available=len(available),
+        )
 
     def _provider_capacity(
         self, lanes: Iterable[Lane], live: dict[str, LaneLive], now: datetime

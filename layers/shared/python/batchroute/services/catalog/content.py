@@ -8,6 +8,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Literal, Protocol, TypedDict
 
 from batchroute.domain.catalog.content import ChangelogEntry, Post
+from batchroute.domain.views import view_of
 from batchroute.errors import NotFound, Unavailable
 
 
@@ -81,13 +82,10 @@ class ContentService:
 
 
 def _post_view(post: Post) -> PostView:
-    return {
-        "slug": post.slug,
-        "title": post.title,
-        "summary": post.summary,
-        "body": post.body,
-        "body_format": "markdown",
-        "tags": list(post.tags),
-        "published_at": post.published_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "author": post.author,
-    }
+    return view_of(
+        post,
+        PostView,
+        body_format="markdown",
+        tags=list(post.tags),
+        published_at=post.published_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )

@@ -1,0 +1,28 @@
+"""A public view read off a record: each key its `TypedDict` declares, from the record's
+attribute of the same name.
+
+The view's `TypedDict` is the one list of its keys: a record's `to_api` names only what it
+does not copy as it stands (a key under another name, a nested view, a value computed), so
+no second field list stands beside the declaration (issue 28, as `stored.py` does for the
+stored forms).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar, cast
+
+View = TypeVar("View")  # a TypedDict
+
+
+def view_of(record: object, shape: type[View], /, **given: object) -> View:
+    """The view `shape` declares of `record`: each key `given` a value takes it, every
+    other key the record's attribute of that name (a key the record lacks is an
+    AttributeError, never a silent gap). Keys come in their declared order, a base view's
+    first; a key `given` that the view does not declare is refused. A generic view is
+    named with its arguments (`AuditEntryView[Changes]`)."""
+    declared = getattr(shape, "__origin__", shape)
+    keys = declared.__annotations__
+    unknown = given.keys() - keys.keys()
+    if unknown:
+        raise TypeError(f"{declared.__name__} declares no {', '.join(sorted(unknown))}")
+    return cast(View, {key: given[key] if key in given else getattr(record, key) for key in keys})
