@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Generic, TypedDict, TypeVar
+from pathlib import Path
+from typing import ForwardRef, Generic, TypedDict, TypeVar, is_typeddict
 
 import pytest
 
@@ -102,3 +106,71 @@ def test_a_webhook_delivery_shows_its_public_fields_and_never_its_payload_or_sec
         "error": "HTTP 500",
         "duration_ms": 0,
     }
+
+
+# -- every view read off a record keeps the record's types ---------------------------------------
+# A literal `to_api` had mypy check each value against its key's type; `view_of` copies by name,
+# so this reads every call in the layer and holds each copied attribute's declared type to the
+# view's: the same, or members of the view's union (`str` where the view says `str | None`),
+# or anything where the view says `object`.
+LAYER = Path(__file__).resolve().parents[2] / "layers/shared/python"
+
+
+def _view_calls() -> Iterator[tuple[str, object, object, set[str]]]:
+    """(where, the record's class, the view, the keys given) for each `view_of` call."""
+    for path in sorted((LAYER / "batchroute").rglob("*.py")):
+        source = path.read_text()
+        if "view_of(" not in source or path.name == "views.py":
+            continue
+        module = importlib.import_module(".".join(path.relative_to(LAYER).with_suffix("").parts))
+        tree = ast.parse(source)
+        owners = {id(f): c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
+        for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
+                if not (isinstance(call.func, ast.Name) and call.func.id == "view_of"):
+                    continue
+                where = f"{path.name}:{call.lineno}"
+                record = call.args[0]
+                assert isinstance(record, ast.Name), where
+                if record.id == "self":
+                    kind = getattr(module, owners[id(function)].name)
+                else:
+                    (annotation,) = (a.annotation for a in function.args.args if a.arg == record.id)
+                    assert annotation is not None, where
+                    kind = eval(ast.unparse(annotation), vars(module))  # noqa: S307 (our own source)
+                shape = eval(ast.unparse(call.args[1]), vars(module))  # noqa: S307
+                yield (
+                    where,
+                    kind,
+                    getattr(shape, "__origin__", shape),
+                    {k.arg for k in call.keywords if k.arg},
+                )
+
+
+# Read as the tests are collected: importing the layer's services (the tracer) opens a socket.
+VIEW_CALLS = list(_view_calls())
+
+
+def _declared(kind: type, name: str) -> str:
+    """The annotation a record declares for `name`: a field's, or a property's return type."""
+    for klass in kind.__mro__:
+        if name in vars(klass).get("__annotations__", {}):
+            return str(vars(klass)["__annotations__"][name])
+    member = getattr(kind, name)
+    assert isinstance(member, property), f"{kind.__name__}.{name} is neither field nor property"
+    return str(member.fget.__annotations__["return"])
+
+
+def _members(annotation: object) -> set[str]:
+    text = annotation.__forward_arg__ if isinstance(annotation, ForwardRef) else str(annotation)
+    return {part.strip() for part in text.split("|")}
+
+
+def test_every_view_read_off_a_record_keeps_the_records_types() -> None:
+    assert len(VIEW_CALLS) >= 30  # every to_api the views module took over
+    for where, kind, shape, given in VIEW_CALLS:
+        assert isinstance(kind, type) and is_typeddict(shape), where
+        for key, annotation in shape.__annotations__.items():
+            if key not in given:
+                have, want = _members(_declared(kind, key)), _members(annotation)
+                assert have <= want or want & {"object", "Any"}, (where, key, have, want)
