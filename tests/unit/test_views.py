@@ -48,6 +48,24 @@ def test_each_declared_key_comes_from_the_same_named_attribute_in_declared_order
     assert list(shown) == ["id", "status", "size", "note"]  # a base view's keys first
 
 
+def test_an_objects_id_and_object_lead_its_view() -> None:
+    class Placed(TypedDict):
+        bucket: str
+
+    class Target(Placed):
+        name: str
+        object: str
+        id: str
+
+    @dataclass(frozen=True)
+    class Record:
+        bucket: str
+        name: str
+
+    shown = view_of(Record("b", "n"), Target, id="t1", object="delivery_target")
+    assert list(shown) == ["id", "object", "bucket", "name"]
+
+
 def test_a_given_value_wins_and_an_undeclared_attribute_is_never_shown() -> None:
     shown = view_of(_Record("r1", "ready", 7), _BaseView, id="other", status="done")
     assert shown == {"id": "other", "status": "done"}

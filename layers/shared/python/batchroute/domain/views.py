@@ -13,16 +13,22 @@ from typing import TypeVar, cast
 
 View = TypeVar("View")  # a TypedDict
 
+# Every object the API answers leads with these, where it has them (a base view's keys come
+# first otherwise).
+_LEADING = {"id": 0, "object": 1}
+
 
 def view_of(record: object, shape: type[View], /, **given: object) -> View:
     """The view `shape` declares of `record`: each key `given` a value takes it, every
     other key the record's attribute of that name (a key the record lacks is an
     AttributeError, never a silent gap). Keys come in their declared order, a base view's
-    first; a key `given` that the view does not declare is refused. A generic view is
-    named with its arguments (`AuditEntryView[Changes]`)."""
+    first, but for `id` and `object`, which lead; a key `given` that the view does not
+    declare is refused. A generic view is named with its arguments
+    (`AuditEntryView[Changes]`)."""
     declared = getattr(shape, "__origin__", shape)
     keys = declared.__annotations__
     unknown = given.keys() - keys.keys()
     if unknown:
         raise TypeError(f"{declared.__name__} declares no {', '.join(sorted(unknown))}")
-    return cast(View, {key: given[key] if key in given else getattr(record, key) for key in keys})
+    ordered = sorted(keys, key=lambda key: _LEADING.get(key, len(_LEADING)))  # stable
+    return cast(View, {key: given[key] if key in given else getattr(record, key) for key in ordered})
