@@ -371,7 +371,7 @@ def check_end_conditions(
     for lane in records.lanes(created.batch_id):
         prompt = completion = 0
         for chunk in lane_done_chunks(lane):
-            for line in artifacts.result_lines(created.batch_id, lane.lane_key, int(chunk)):
+            for line in artifacts.result_lines(created.batch_id, lane, int(chunk)):
                 if line["status"] == "completed":
                     completed_lines[int(line["seq"])] += 1
                     prompt += line["usage"]["prompt_tokens"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from batchroute.adapters.batch_artifacts import result_chunk_key, results_key
+from batchroute.adapters.batch_artifacts import lane_result_key, results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.config import get_settings
 from batchroute.domain.routing.lane_plan import lane_done_chunks
@@ -35,7 +35,7 @@ def drop_a_result_row(created: CreatedBatch) -> None:
 def answer_an_item_twice(created: CreatedBatch) -> None:
     """A second completed lane line for an item (the same answer written by two runners)."""
     lane = BatchRecords(get_settings().table_name("batches")).lanes(created.batch_id)[0]
-    key = result_chunk_key(created.batch_id, lane.lane_key, int(min(lane_done_chunks(lane))))
+    key = lane_result_key(created.batch_id, lane, int(min(lane_done_chunks(lane))))
     lines = _read(key)
     _write(key, [*lines, lines[0]])
 

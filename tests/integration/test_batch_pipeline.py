@@ -120,7 +120,7 @@ def _expected_charge(batch_id: str) -> Money:
         prompt = completion = cached = 0
         calls: dict[str, int] = {}
         for chunk in lane_done_chunks(lane):
-            for line in artifacts.result_lines(batch_id, lane.lane_key, int(chunk)):
+            for line in artifacts.result_lines(batch_id, lane, int(chunk)):
                 if line["status"] == "completed":
                     prompt += line["usage"]["prompt_tokens"]
                     completion += line["usage"]["completion_tokens"]
@@ -289,7 +289,7 @@ def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
     lines = [
         line
         for chunk in sorted(lane_done_chunks(lane_from_item(llama)))
-        for line in _artifacts().result_lines(created.batch_id, llama["lane_key"], int(chunk))
+        for line in _artifacts().result_lines(created.batch_id, lane_from_item(llama), int(chunk))
     ]
     assert {line["seq"]: line["attempts"] for line in lines}[2] == 2
     assert set(lines[0]) == {
@@ -608,7 +608,7 @@ def test_a_half_done_chunk_is_kept_across_invocations(stack: LocalStack, org: Te
     assert answer["completed"] == 4
     (record,) = _records().lanes(created.batch_id)
     assert lane_done_chunks(record) == {0} and "partial_chunk" not in lane_item(record)
-    lines = list(_artifacts().result_lines(created.batch_id, record.lane_key, 0))
+    lines = list(_artifacts().result_lines(created.batch_id, record, 0))
     assert [line["seq"] for line in lines] == [0, 1, 2, 3]
     assert _counts(_batch(created.batch_id))["completed"] == 4
 

@@ -113,7 +113,7 @@ def _result_lines(batch_id: str) -> list[tuple[str, dict[str, Any]]]:
         (lane.lane_id, line)
         for lane in records.lanes(batch_id)
         for chunk in sorted(lane_done_chunks(lane))
-        for line in artifacts.result_lines(batch_id, lane.lane_key, int(chunk))
+        for line in artifacts.result_lines(batch_id, lane, int(chunk))
     ]
 
 

@@ -24,7 +24,7 @@ from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, SystemClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.accounts.access import Principal
-from batchroute.domain.batches.artifact_keys import result_chunk_key
+from batchroute.domain.batches.artifact_keys import lane_result_key
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.ledger import Reservation, ReservationTerms
 from batchroute.domain.delivery.webhooks import (
@@ -498,9 +498,9 @@ def test_a_late_vendor_result_after_the_rescue_is_not_delivered_or_charged(
     # before the hand-over writes them to the old lane's result file of the chunk)
     late: list[ResultLine] = [
         {**line, "lane_id": old.lane_id, "provider": old.provider, "output": {"text": "late"}}  # type: ignore[typeddict-item]
-        for line in run.artifacts.result_lines(created.batch_id, rescue.lane_key, 0)
+        for line in run.artifacts.result_lines(created.batch_id, rescue, 0)
     ]
-    run.artifacts.write_lines(result_chunk_key(created.batch_id, old.lane_key, 0), late)
+    run.artifacts.write_lines(lane_result_key(created.batch_id, old, 0), late)
     # Then Finalize keeps the rescue lane's answers only, and Settle charges them once
     batch = run.settle()
     rows = list(run.artifacts.lines(results_key(created.batch_id)))

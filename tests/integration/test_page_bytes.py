@@ -16,7 +16,7 @@ from batchroute.adapters.batch_artifacts import results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.config import get_settings
-from batchroute.domain.batches.artifact_keys import jsonl_line, result_chunk_key
+from batchroute.domain.batches.artifact_keys import jsonl_line, lane_result_key
 from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.pages import PAGE_MAX_BYTES, ROW_MAX_BYTES
 from batchroute_tools.local.provision import LocalStack
@@ -174,7 +174,7 @@ def test_items_pages_of_long_errors_fit_the_lambda_response_and_hold_every_item_
     error = {"code": "provider_error", "message": LONG_TEXT}
     records = BatchRecords(get_settings().table_name("batches"))
     for lane in records.lanes(batch_id):
-        key = result_chunk_key(batch_id, lane.lane_key, 0)
+        key = lane_result_key(batch_id, lane, 0)
         if _objects().size(key) is not None:
             _rewrite(key, lambda row: {**row, "status": "failed", "output": None, "error": error})
     # When a client reads its failed items 500 a page, and all its items

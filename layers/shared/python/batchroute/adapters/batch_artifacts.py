@@ -1,7 +1,8 @@
 """A batch's objects in the artifacts bucket, as JSON Lines streams (docs/batches.md):
 
 - `batches/<id>/input/<chunk:05d>.jsonl`: input chunks (written by batch create);
-- `batches/<id>/results/<lane_key>/<chunk:05d>.jsonl`: one lane's results for one chunk;
+- `batches/<id>/results/<lane_key>/<chunk:05d>.<writer>.jsonl`: one lane's results for one
+  chunk, the file its record notes;
 - `batches/<id>/results.jsonl`, `errors.jsonl`, `receipt.json`: the final artifacts, and
   `results.index.json` (each chunk's byte offset in results.jsonl, for results pages);
 - `tmp/batches/<id>/partial/<lane_key>/<chunk:05d>.jsonl`: results of a chunk a lane had
@@ -36,6 +37,7 @@ from batchroute.domain.batches.artifact_keys import (
 from batchroute.domain.batches.artifact_keys import batch_prefix as batch_prefix
 from batchroute.domain.batches.artifact_keys import errors_key as errors_key
 from batchroute.domain.batches.artifact_keys import jsonl_line as jsonl_line
+from batchroute.domain.batches.artifact_keys import lane_result_key as lane_result_key
 from batchroute.domain.batches.artifact_keys import partial_chunk_key as partial_chunk_key
 from batchroute.domain.batches.artifact_keys import receipt_key as receipt_key
 from batchroute.domain.batches.artifact_keys import result_chunk_key as result_chunk_key
@@ -44,6 +46,7 @@ from batchroute.domain.batches.artifact_keys import results_key as results_key
 from batchroute.domain.batches.jsonl import CorruptArtifact as CorruptArtifact
 from batchroute.domain.batches.jsonl import LineParser, LineValue, artifact_lines, parse_line
 from batchroute.domain.routing.items import InputLine
+from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.workflow.results import ResultLine
 
 
@@ -85,13 +88,13 @@ class BatchArtifacts:
     _reader: ThreadPoolExecutor | None = field(default=None, init=False)
 
     # -- reading ahead ---------------------------------------------------------------------------
-    def read_ahead(self, batch_id: str, chunk: int, lane_keys: Sequence[str]) -> None:
+    def read_ahead(self, batch_id: str, chunk: int, lanes: Sequence[LaneRecord]) -> None:
         """Starts reading a chunk's input and these lanes' result files whole, in the
         background; the next `input_seqs`, `input_lines` or `result_lines` of each is served
         from that read (once), and fails as the read did. Asking again for a chunk already
         being read does nothing."""
         keys = [(input_chunk_key(batch_id, chunk), False)]
-        keys += [(result_chunk_key(batch_id, lane_key, chunk), True) for lane_key in lane_keys]
+        keys += [(lane_result_key(batch_id, lane, chunk), True) for lane in lanes]
         with self._ahead_lock:
             if (batch_id, chunk) in self._ahead:
                 return
@@ -144,10 +147,11 @@ class BatchArtifacts:
         for line in self.lines(input_chunk_key(batch_id, chunk), parse=_input_seq):
             yield int(line["seq"])
 
-    def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]:
-        """A lane's result chunk, as the lane runner wrote it (`ResultLine`s)."""
+    def result_lines(self, batch_id: str, lane: LaneRecord, chunk: int) -> Iterator[ResultLine]:
+        """A lane's result chunk, as the lane runner wrote it (`ResultLine`s): the file its
+        record notes."""
         return cast(
-            "Iterator[ResultLine]", self.lines(result_chunk_key(batch_id, lane_key, chunk), missing_ok=True)
+            "Iterator[ResultLine]", self.lines(lane_result_key(batch_id, lane, chunk), missing_ok=True)
         )
 
     def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]:

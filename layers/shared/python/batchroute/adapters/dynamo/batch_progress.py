@@ -89,10 +89,24 @@ def _usage_names(tally: ChunkTally) -> dict[str, str]:
     return {"#usage": "usage", **{f"#u{i}": name for i, name in enumerate(tally.usage_counts())}}
 
 
-def _tally_values(tally: ChunkTally) -> dict[str, int]:
-    """The lane record's additions for a finished chunk."""
+def _tally_values(tally: ChunkTally) -> dict[str, object]:
+    """The lane record's additions for a finished chunk (and the result file it counted)."""
     usage = {f":u{i}": count for i, count in enumerate(tally.usage_counts().values())}
-    return {":completed": tally.completed, ":failed": tally.failed, ":handed": tally.handed_over, **usage}
+    written = {":writer": [tally.result_writer], ":no_writers": []} if tally.result_writer else {}
+    return {
+        ":completed": tally.completed,
+        ":failed": tally.failed,
+        ":handed": tally.handed_over,
+        **usage,
+        **written,
+    }
+
+
+def _writer_note(tally: ChunkTally) -> str:
+    """The `SET` clause noting the result file the chunk's counts are of (`_tally_values`)."""
+    if not tally.result_writer:
+        return ""
+    return ", result_writers = list_append(if_not_exists(result_writers, :no_writers), :writer)"
 
 
 def _hand_over_update(
@@ -109,7 +123,7 @@ def _hand_over_update(
             "completed = if_not_exists(completed, :zero) + :completed, "
             "failed = if_not_exists(failed, :zero) + :failed, "
             "handed_over = if_not_exists(handed_over, :zero) + :handed, "
-            f"{_usage_adds(tally)} REMOVE job, job_chunk, partial_chunk, submitting",
+            f"{_usage_adds(tally)}{_writer_note(tally)} REMOVE job, job_chunk, partial_chunk, submitting",
             "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT} AND #status IN (:pending, :running)",
             "ExpressionAttributeNames": {"#status": "status", **_usage_names(tally)},
             "ExpressionAttributeValues": {k: to_value(v) for k, v in values.items()},
@@ -263,7 +277,7 @@ class BatchProgress(DynamoStore):
                 "failed = if_not_exists(failed, :zero) + :failed, "
                 "canceled = if_not_exists(canceled, :zero) + :canceled, "
                 "handed_over = if_not_exists(handed_over, :zero) + :handed, "
-                f"{_usage_adds(tally)} REMOVE partial_chunk",
+                f"{_usage_adds(tally)}{_writer_note(tally)} REMOVE partial_chunk",
                 "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT}",
                 "ExpressionAttributeNames": _usage_names(tally),
                 "ExpressionAttributeValues": {

@@ -5,7 +5,7 @@
 (the progress updates of batch_progress.py ADD to it; a tool's calls under
 `tool_uses.<tool>`), a lane's `prefixes` as `{only: [...]}` or
 `{except: [...]}`, and its chunks as ranges `[[first, last], ...]`. A field unset (None, or
-no cache prefixes) is not written. A record written before the watermarks has, instead of
+no cache prefixes or result writers) is not written. A record written before the watermarks has, instead of
 each of `chunk_ranges`, `chunks_started_n` and `chunks_done_n`, the list beside it: it reads
 back into the same ranges and counts.
 """
@@ -37,6 +37,7 @@ def lane_item(lane: LaneRecord) -> dict[str, Any]:
         "usage": flat_usage(lane.prompt_tokens, lane.completion_tokens, lane.cache, lane.tool_uses),
         "prefixes": lane.prefixes.to_item() if lane.prefixes is not None else None,
         "cache_prefixes": list(lane.cache_prefixes) or None,
+        "result_writers": list(lane.result_writers) or None,
     }
     return {name: value for name, value in decimals(values).items() if value is not None}
 
@@ -59,6 +60,7 @@ def lane_from_item(item: Mapping[str, Any]) -> LaneRecord:
         fail_error=from_stored(LaneFailError, fail_error) if fail_error else None,
         job=job_from_item(job) if job else None,
         cache_prefixes=tuple(values.get("cache_prefixes") or ()),
+        result_writers=tuple(values.get("result_writers") or ()),
         prefixes=PrefixFilter.from_item(values.get("prefixes")),
     )
 

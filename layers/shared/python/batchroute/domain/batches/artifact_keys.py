@@ -3,7 +3,11 @@ that batch create, the workflow, the reads and retention share. Pure names; the 
 (adapters/batch_artifacts.py, adapters/batch_inputs.py) read and write the bytes.
 
 - `batches/<id>/input/<chunk:05d>.jsonl`: input chunks of INPUT_CHUNK_ROWS items each;
-- `batches/<id>/results/<lane_key>/<chunk:05d>.jsonl`: one lane's results for one chunk;
+- `batches/<id>/results/<lane_key>/<chunk:05d>.<writer>.jsonl`: one lane's results for one
+  chunk, as the worker that wrote it names it (two workers running the same lane at once
+  each write their own; the one whose write finished the chunk is noted on the lane record,
+  `LaneRecord.result_writers`); a lane record from before writers were noted has its file
+  at `.../<chunk:05d>.jsonl`;
 - `batches/<id>/results.jsonl`, `errors.jsonl`, `receipt.json`, `results.index.json`;
 - `tmp/batches/<id>/partial/<lane_key>/<chunk:05d>.jsonl`: a chunk a lane left half done.
 """
@@ -16,6 +20,8 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
+
+from batchroute.domain.routing.lane_plan import LaneRecord, lane_result_writer
 
 INPUT_CHUNK_ROWS = 1000
 # Chunks whose files are read ahead at once (BatchArtifacts.read_ahead): the one being worked on
@@ -30,8 +36,14 @@ def input_chunk_key(batch_id: str, chunk: int) -> str:
     return f"batches/{batch_id}/input/{chunk:05d}.jsonl"
 
 
-def result_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
-    return f"batches/{batch_id}/results/{lane_key}/{chunk:05d}.jsonl"
+def result_chunk_key(batch_id: str, lane_key: str, chunk: int, writer: str | None = None) -> str:
+    name = f"{chunk:05d}" if writer is None else f"{chunk:05d}.{writer}"
+    return f"batches/{batch_id}/results/{lane_key}/{name}.jsonl"
+
+
+def lane_result_key(batch_id: str, lane: LaneRecord, chunk: int) -> str:
+    """The result file the lane's finished `chunk` counted (the one its record notes)."""
+    return result_chunk_key(batch_id, lane.lane_key, chunk, lane_result_writer(lane, chunk))
 
 
 def partial_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:

@@ -379,6 +379,10 @@ class LaneRecord:
     then_lane: str | None = None  # run after this lane's chain: a rescue's rest on the old lane
     cache_prefixes: tuple[str, ...] = ()  # the shared prefixes its requests mark (cache-aware routing)
     prefixes: PrefixFilter | None = None  # the stream of its model's items it owns; None: all
+    # "<chunk>:<writer>": the result file each finished chunk counted (`result_chunk_key`),
+    # noted by the write that finished the chunk; a chunk not here (a record from before, or
+    # one that answered none of it) has its file, if any, under the key without a writer
+    result_writers: tuple[str, ...] = ()
 
     @property
     def usage(self) -> LaneUsageView:
@@ -464,6 +468,12 @@ def lane_chunk_position(lane: LaneRecord, chunk: int) -> int | None:
             return position + chunk - first
         position += last - first + 1
     return None
+
+
+def lane_result_writer(lane: LaneRecord, chunk: int) -> str | None:
+    """The writer of the result file the lane's finished `chunk` counted, if it noted one."""
+    mark = f"{chunk}:"
+    return next((entry[len(mark) :] for entry in lane.result_writers if entry.startswith(mark)), None)
 
 
 def lane_chunk_done(lane: LaneRecord, chunk: int) -> bool:

@@ -1,6 +1,6 @@
 """Result rows: the per-lane result line, the final artifact row, and the chunk merge. Pure.
 
-Each lane writes `results/<lane_key>/<chunk>.jsonl` sorted by seq (docs/batches.md). The
+Each lane writes `results/<lane_key>/<chunk>.<writer>.jsonl` sorted by seq (docs/batches.md). The
 final artifact walks the input chunk in order and merges every lane's result file of that
 chunk by seq (a k-way merge over sorted streams: memory stays flat): every input seq gets
 exactly one row, the first result found for it, or a failed row made by `missing(seq)`.
@@ -79,7 +79,7 @@ class _ItemAnswer(TypedDict):
 
 
 class ResultLine(_ItemAnswer):
-    """One line of a lane's result chunk (`results/<lane_key>/<chunk>.jsonl`, docs/batches.md):
+    """One line of a lane's result chunk (`results/<lane_key>/<chunk>.<writer>.jsonl`, docs/batches.md):
     the item's provider result, the lane that ran it, and (once Finalize reads it) its lane key."""
 
     seq: int
@@ -200,6 +200,9 @@ class ChunkTally(LaneTally):
     items: int = 0
     canceled: int = 0
     handed_over: int = 0
+    # "<chunk>:<writer>" of the result file these counts are of (noted on the lane record
+    # by the write that finishes the chunk); None when the chunk answered nothing
+    result_writer: str | None = None
 
     def count_moves(self) -> dict[str, int]:
         """How the batch's counts move, by count name."""

@@ -20,7 +20,7 @@ from batchroute.domain.accounts.access import Principal, authorize, require_same
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
 from batchroute.domain.batches.artifact_keys import (
     input_chunk_key,
-    result_chunk_key,
+    lane_result_key,
     results_index_key,
 )
 from batchroute.domain.batches.jsonl import artifact_lines
@@ -328,7 +328,7 @@ def finished_result_lines(
     that answered none of the chunk (it handed every item on) has no result file."""
     for lane in lanes:
         if lane_chunk_done(lane, chunk):
-            key = result_chunk_key(batch_id, lane.lane_key, chunk)
+            key = lane_result_key(batch_id, lane, chunk)
             for row in artifact_lines(artifacts.chunks(key, missing_ok=True), key=key):
                 yield cast(ResultLine, row)  # a lane's result line (domain/workflow/results.py)
 

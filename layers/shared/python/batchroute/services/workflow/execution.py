@@ -11,7 +11,7 @@ For each chunk of the lane not yet done, in order:
    provider's concurrency; vendor batch API: one `run_lane_batch_job` job per chunk, and
    items too few for a vendor job, such as a retry of one record under Bedrock's minimum,
    through the provider's sync adapter on the same lane at its quoted prices);
-5. write `results/<lane_key>/<chunk>.jsonl` sorted by seq, then count running ->
+5. write `results/<lane_key>/<chunk>.<writer>.jsonl` sorted by seq, then count running ->
    completed / failed and add the completed items' usage to the lane, in ONE transaction
    conditioned on the chunk not being done yet (`BatchProgress.finish_chunk`).
 
@@ -49,6 +49,7 @@ stopped. The task is answered when the lane (and any lane it failed over to) is 
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
@@ -450,15 +451,19 @@ class LaneExecutor:
         lane_key = lane.lane_key
         if self._finished_elsewhere(batch_id, lane_key, chunk):
             return
-        self._write_results(batch_id, lane_key, chunk)
-        self.progress.finish_chunk(batch_id, lane_key, chunk.tally(canceled=canceled), at=self._now())
+        tally = replace(
+            chunk.tally(canceled=canceled), result_writer=self._write_results(batch_id, lane_key, chunk)
+        )
+        if not self.progress.finish_chunk(batch_id, lane_key, tally, at=self._now()):
+            self._drop_unnoted(batch_id, lane_key, chunk, tally.result_writer)
         self._drop_partial(batch_id, lane_key, chunk)
 
     def _finished_elsewhere(self, batch_id: str, lane_key: str, chunk: _Chunk) -> bool:
         """Another worker running this lane at once (a message delivered twice) finished, or
         handed over, the chunk first, its result file written before: it stands, and this
-        one's answers (perhaps failures from a job the other had already read) are not written
-        over it. (Read just before writing: the two can still cross within that moment.)"""
+        one's answers (perhaps failures from a job the other had already read) are not written.
+        (Read just before writing: the two can still cross within that moment, and then each
+        writes a file of its own, and only the one the finishing write notes is read.)"""
         fresh = self.progress.get_lane(batch_id, lane_key)
         if fresh is None or not lane_chunk_done(fresh, chunk.number):
             return False
@@ -466,12 +471,26 @@ class LaneExecutor:
         self._drop_partial(batch_id, lane_key, chunk)
         return True
 
-    def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
-        """The chunk's answered items to its result file."""
-        if chunk.results:
-            self.artifacts.write_lines(
-                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
-            )
+    def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> str | None:
+        """The chunk's answered items to a result file of this worker's own; its note
+        ("<chunk>:<writer>") for the lane record, or None when the chunk answered nothing.
+        Another worker running the lane at once (a message delivered twice) writes its own:
+        only the file the chunk's finishing write notes is ever read, so the answers read are
+        always the ones counted, whichever worker's they are."""
+        if not chunk.results:
+            return None
+        writer = secrets.token_hex(6)
+        self.artifacts.write_lines(
+            result_chunk_key(batch_id, lane_key, chunk.number, writer), chunk.sorted_lines()
+        )
+        return f"{chunk.number}:{writer}"
+
+    def _drop_unnoted(self, batch_id: str, lane_key: str, chunk: _Chunk, note: str | None) -> None:
+        """This worker's result file of a chunk another finished first: never read, deleted."""
+        if note is not None:
+            logger.info("chunk finished by another worker", extra={"batch_id": batch_id, "lane": lane_key})
+            writer = note.split(":", 1)[1]
+            self.artifacts.delete(result_chunk_key(batch_id, lane_key, chunk.number, writer))
 
     def _drop_partial(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
         """The partial file of a chunk now written whole."""
@@ -704,10 +723,12 @@ class LaneExecutor:
         when another invocation moved the lane on first."""
         if self._finished_elsewhere(batch_id, lane.lane_key, chunk):
             return False
-        self._write_results(batch_id, lane.lane_key, chunk)
+        tally = replace(chunk.tally(), result_writer=self._write_results(batch_id, lane.lane_key, chunk))
         handed = self.progress.hand_over(
-            batch_id, HandOver(lane.lane_key, successor, chunk.tally(), message, self._now(), rest)
+            batch_id, HandOver(lane.lane_key, successor, tally, message, self._now(), rest)
         )
+        if not handed:
+            self._drop_unnoted(batch_id, lane.lane_key, chunk, tally.result_writer)
         self._drop_partial(batch_id, lane.lane_key, chunk)
         return handed
 

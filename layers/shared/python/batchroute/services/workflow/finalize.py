@@ -239,7 +239,7 @@ class Finalizer:
             # the background: the reads overlap this chunk's merge.
             for ahead in range(chunk, min(chunk + READ_AHEAD_CHUNKS, chunk_count)):
                 self.artifacts.read_ahead(
-                    batch_id, ahead, [lane.lane_key for lane in lanes if lane_chunk_done(lane, ahead)]
+                    batch_id, ahead, [lane for lane in lanes if lane_chunk_done(lane, ahead)]
                 )
             for row in self._merged(batch_id, chunk, lanes, missing, tally):
                 line = jsonl_line(row)
@@ -291,7 +291,7 @@ class Finalizer:
         sources = [
             _tagged(
                 _on_time(
-                    self.artifacts.result_lines(batch_id, lane.lane_key, chunk),
+                    self.artifacts.result_lines(batch_id, lane, chunk),
                     lane.lane_key,
                     chunk,
                     handed,
