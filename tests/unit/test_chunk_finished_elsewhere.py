@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from batchroute.clock import FixedClock
 from batchroute.domain.batches.artifact_keys import lane_result_key
-from batchroute.domain.routing.lane_plan import LaneRecord
+from batchroute.domain.routing.lane_plan import LaneRecord, lane_result_writer
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.services.workflow.execution import LaneExecutor, _Chunk
 from tests.unit.test_lane_runner_batch import policy
@@ -169,3 +172,15 @@ def test_a_lane_record_from_before_writers_were_noted_reads_its_chunk_file_where
     noted = replace(lane(done=1), result_writers=("0:ab12",))
     assert lane_result_key("batch_1", noted, 0) == "batches/batch_1/results/L1/00000.ab12.jsonl"
     assert lane_result_key("batch_1", noted, 1) == "batches/batch_1/results/L1/00001.jsonl"
+
+
+@given(st.dictionaries(st.integers(0, 2000), st.from_regex(r"[0-9a-f]{12}", fullmatch=True), max_size=40))
+def test_each_chunk_reads_the_writer_noted_for_it_and_no_other(writers: dict[int, str]) -> None:
+    # Chunk numbers that prefix one another (1, 11, 110) each find their own note
+    noted = replace(
+        lane(done=1), result_writers=tuple(f"{chunk}:{writer}" for chunk, writer in writers.items())
+    )
+    for chunk in range(0, 2001, 7):
+        assert lane_result_writer(noted, chunk) == writers.get(chunk)
+    for chunk, writer in writers.items():
+        assert lane_result_key("batch_1", noted, chunk).endswith(f"/{chunk:05d}.{writer}.jsonl")
