@@ -12,9 +12,9 @@ import pytest
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import WalletState
 from batchroute.domain.billing.spending_limit import LimitGuard
-from batchroute.errors import Forbidden, PaymentRequired
+from batchroute.errors import Forbidden, PaymentRequired, Unavailable
 from batchroute.money import Money
-from batchroute.services.billing.funding import Funding, decide
+from batchroute.services.billing.funding import FUNDING_ATTEMPTS, Funding, decide, funded
 
 ORG = "org_a"
 NOW = datetime(2026, 11, 21, 10, 30, tzinfo=UTC)
@@ -176,3 +176,27 @@ def test_a_hard_decision_carries_the_guard_its_write_must_assert() -> None:
 def test_without_a_hard_limit_the_guard_asserts_there_is_none(controls: BillingControls | None) -> None:
     decision = Funding(MemoryLedger("50")).check_funding(ORG, Money.usd("1"), controls, now=NOW)
     assert decision.guard == LimitGuard() and decision.guard.reserved_cap(Money.usd("1")) is None
+
+
+def test_a_hold_whose_commit_is_refused_is_decided_again_until_it_commits() -> None:
+    answers = iter([None, None, "held"])
+    calls: list[int] = []
+
+    def attempt() -> str | None:
+        calls.append(1)
+        return next(answers)
+
+    assert funded(attempt, what="batch") == "held" and len(calls) == 3
+
+
+def test_a_wallet_that_keeps_moving_is_a_retryable_503_naming_what_was_funded() -> None:
+    calls: list[int] = []
+
+    def attempt() -> None:
+        calls.append(1)
+
+    with pytest.raises(Unavailable) as refused:
+        funded(attempt, what="regression run")
+    assert len(calls) == FUNDING_ATTEMPTS
+    assert refused.value.code == "funding_contended" and refused.value.retry_after_seconds == 1
+    assert refused.value.message == "The wallet kept changing while this regression run was funded; retry."

@@ -57,7 +57,7 @@ from batchroute.domain.request_fields import IDEMPOTENCY_KEY_LENGTH, invalid
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.gates import Exclusions, RouteRequest, RoutingFields, RoutingMode
 from batchroute.domain.work_orders.work_orders import WorkOrder
-from batchroute.errors import Conflict, Gone, InvalidRequest, Unavailable
+from batchroute.errors import Conflict, Gone, InvalidRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
@@ -68,7 +68,7 @@ from batchroute.services.batches.ports import BatchStore, ObjectStore, WebhookUr
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
 from batchroute.services.batches.reads import owned_batch
 from batchroute.services.batches.views import BatchSummaryView, batch_summary
-from batchroute.services.billing.funding import FUNDING_ATTEMPTS, Funding, FundingDecision
+from batchroute.services.billing.funding import Funding, FundingDecision, funded
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
 from batchroute.transactions import TransactItem
 
@@ -457,18 +457,15 @@ class BatchService:
         decision's limit guard in the same transaction; a refused commit means the wallet,
         the spend or the controls moved since the reads, so decide again."""
         org_id = submit.principal.org_id
-        for _ in range(FUNDING_ATTEMPTS):
+
+        def attempt() -> tuple[BillingControls | None, FundingDecision] | None:
             controls = self.controls.billing_controls(org_id)
             decision = Funding(self.ledger).check_funding(
                 org_id, submit.total, controls, now=self.clock.now()
             )
-            if self._commit(submit, decision.guard):
-                return controls, decision
-        raise Unavailable(
-            "The wallet kept changing while this batch was funded; retry.",
-            code="funding_contended",
-            retry_after_seconds=1,
-        )
+            return (controls, decision) if self._commit(submit, decision.guard) else None
+
+        return funded(attempt, what="batch")
 
     def _commit(self, submit: _Submit, guard: LimitGuard) -> bool:
         """One transaction (`BatchRecords.create`): the reservation (bounded by `guard`), the

@@ -30,16 +30,17 @@ creating the batch now would be refused with the 402 above.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.preflight import IssueView
 from batchroute.domain.billing.controls import BillingControls, Period
 from batchroute.domain.billing.ledger import ReservationTerms, WalletState, insufficient_credit, period_keys
 from batchroute.domain.billing.spending_limit import LimitGuard, next_period_key
-from batchroute.errors import Forbidden, PaymentRequired, ServiceError
+from batchroute.errors import Forbidden, PaymentRequired, ServiceError, Unavailable
 from batchroute.money import Money, format_amount
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, WalletReader
 from batchroute.transactions import TransactItem
@@ -236,6 +237,27 @@ LIMIT_WARNING_CODE = "spending_limit_exceeded"
 # lose once per competitor that fits, hence room for many before answering 503
 # `funding_contended`.
 FUNDING_ATTEMPTS: Final = 24
+Held = TypeVar("Held")
+
+
+def funded(attempt: Callable[[], Held | None], *, what: str) -> Held:
+    """`attempt` (decide on fresh reads, then commit: None when the commit was refused
+    because the funding moved) until it commits, at most FUNDING_ATTEMPTS times; then the
+    retryable 503 `funding_contended`."""
+    for _ in range(FUNDING_ATTEMPTS):
+        held = attempt()
+        if held is not None:
+            return held
+    raise funding_contended(what)
+
+
+def funding_contended(what: str) -> Unavailable:
+    """The answer when the wallet kept moving under a hold of `what`: retryable, never a 500."""
+    return Unavailable(
+        f"The wallet kept changing while this {what} was funded; retry.",
+        code="funding_contended",
+        retry_after_seconds=1,
+    )
 
 
 @dataclass(eq=False)

@@ -30,10 +30,9 @@ from batchroute.domain.billing.spending_limit import LimitGuard, next_period_key
 from batchroute.domain.catalog.catalog import LaneLive
 from batchroute.domain.chat.holds import HoldRefused, HoldTerms
 from batchroute.domain.chat.routing import LaneRecord
-from batchroute.errors import Unavailable
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.billing.funding import active_limit, limit_refusal
+from batchroute.services.billing.funding import active_limit, funding_contended, limit_refusal
 from batchroute.services.billing.rate_limiting import RateLimiter
 from batchroute.services.catalog.ports import LiveStates
 from batchroute.services.chat.ports import HoldStore
@@ -160,11 +159,7 @@ class HoldKeeper:
                         raise self._limit_refusal(org_id, guard, amount) from None
                 # "conflict" (or a wallet that moved meanwhile): try again
         logger.warning("a chat hold kept colliding with other writes", extra={"hold_id": terms.hold_id})
-        raise Unavailable(  # as batch create answers it: retryable, never a 500
-            "The wallet kept changing while this request was funded; retry.",
-            code="funding_contended",
-            retry_after_seconds=1,
-        )
+        raise funding_contended("request")  # as batch create answers it
 
     def refresh(self, org_id: str, now: datetime) -> LimitGuard:
         """Read the controls and the period's spend, and the next period's (one BatchGetItem:

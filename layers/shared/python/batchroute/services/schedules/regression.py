@@ -65,12 +65,12 @@ from batchroute.domain.presets.presets import PresetVersion, apply_preset
 from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.domain.routing.policy import Admitted, RoutePolicy, admitted_lanes
 from batchroute.domain.schedules.schedules import LaneExclusion, Schedule
-from batchroute.errors import Conflict, InvalidRequest, Unavailable
+from batchroute.errors import Conflict, InvalidRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.providers.base import CONNECT_SECONDS, ProviderRequest, ProviderResult
-from batchroute.services.billing.funding import FUNDING_ATTEMPTS, guarded_reservation
+from batchroute.services.billing.funding import funded, guarded_reservation
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
 from batchroute.services.catalog.ports import SyncProviders
 from batchroute.services.presets.resolution import Resolver
@@ -262,7 +262,8 @@ class RegressionRuns:
         """Hold the run's estimate as batch create holds a batch's (`guarded_reservation`): the
         402 / 403 of the check raises; a hold refused because the wallet or the limit moved
         since the reads is decided again on fresh ones."""
-        for _ in range(FUNDING_ATTEMPTS):
+
+        def attempt() -> bool | None:
             controls = self.controls.billing_controls(org_id)
             held = guarded_reservation(
                 self.ledger,
@@ -276,13 +277,10 @@ class RegressionRuns:
             try:
                 self.ledger.reserve_guarded(held.reservation, held.limit_checks)
             except FundingMoved:
-                continue
-            return
-        raise Unavailable(
-            "The wallet kept changing while this regression run was funded; retry.",
-            code="funding_contended",
-            retry_after_seconds=1,
-        )
+                return None
+            return True
+
+        funded(attempt, what="regression run")
 
     def schedule_preset(self, schedule: Schedule) -> PresetVersion | None:
         """The preset the schedule's input source names, when it resolves now."""
