@@ -9,6 +9,7 @@ stored forms).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TypeVar, cast
 
 View = TypeVar("View")  # a TypedDict
@@ -25,10 +26,15 @@ def view_of(record: object, shape: type[View], /, **given: object) -> View:
     first, but for `id` and `object`, which lead; a key `given` that the view does not
     declare is refused. A generic view is named with its arguments
     (`AuditEntryView[Changes]`)."""
-    declared = getattr(shape, "__origin__", shape)
-    keys = declared.__annotations__
-    unknown = given.keys() - keys.keys()
+    declared: type = getattr(shape, "__origin__", shape)
+    keys = _keys(declared)
+    unknown = given.keys() - set(keys)
     if unknown:
         raise TypeError(f"{declared.__name__} declares no {', '.join(sorted(unknown))}")
-    ordered = sorted(keys, key=lambda key: _LEADING.get(key, len(_LEADING)))  # stable
-    return cast(View, {key: given[key] if key in given else getattr(record, key) for key in ordered})
+    return cast(View, {key: given[key] if key in given else getattr(record, key) for key in keys})
+
+
+@cache
+def _keys(declared: type) -> tuple[str, ...]:
+    """A view's keys in the order it shows them, read off its declaration once."""
+    return tuple(sorted(declared.__annotations__, key=lambda key: _LEADING.get(key, len(_LEADING))))

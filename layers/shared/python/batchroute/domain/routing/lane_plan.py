@@ -470,9 +470,14 @@ def lane_chunk_position(lane: LaneRecord, chunk: int) -> int | None:
     return None
 
 
+def result_writer_note(chunk: int, writer: str) -> str:
+    """The lane record's note (`result_writers`) of the result file `writer` wrote of `chunk`."""
+    return f"{chunk}:{writer}"
+
+
 def lane_result_writer(lane: LaneRecord, chunk: int) -> str | None:
     """The writer of the result file the lane's finished `chunk` counted, if it noted one."""
-    mark = f"{chunk}:"
+    mark = result_writer_note(chunk, "")
     return next((entry[len(mark) :] for entry in lane.result_writers if entry.startswith(mark)), None)
 
 

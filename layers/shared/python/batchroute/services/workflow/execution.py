@@ -75,6 +75,7 @@ from batchroute.domain.routing.lane_plan import (
     lane_items,
     lane_offsets,
     plan_groups,
+    result_writer_note,
     root_number,
 )
 from batchroute.domain.routing.policy import in_force
@@ -451,11 +452,10 @@ class LaneExecutor:
         lane_key = lane.lane_key
         if self._finished_elsewhere(batch_id, lane_key, chunk):
             return
-        tally = replace(
-            chunk.tally(canceled=canceled), result_writer=self._write_results(batch_id, lane_key, chunk)
-        )
+        writer = self._write_results(batch_id, lane_key, chunk)
+        tally = self._noted(chunk.tally(canceled=canceled), chunk, writer)
         if not self.progress.finish_chunk(batch_id, lane_key, tally, at=self._now()):
-            self._drop_unnoted(batch_id, lane_key, chunk, tally.result_writer)
+            self._drop_unnoted(batch_id, lane_key, chunk, writer)
         self._drop_partial(batch_id, lane_key, chunk)
 
     def _finished_elsewhere(self, batch_id: str, lane_key: str, chunk: _Chunk) -> bool:
@@ -472,8 +472,8 @@ class LaneExecutor:
         return True
 
     def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> str | None:
-        """The chunk's answered items to a result file of this worker's own; its note
-        ("<chunk>:<writer>") for the lane record, or None when the chunk answered nothing.
+        """The chunk's answered items to a result file of this worker's own; its writer, or
+        None when the chunk answered nothing.
         Another worker running the lane at once (a message delivered twice) writes its own:
         only the file the chunk's finishing write notes is ever read, so the answers read are
         always the ones counted, whichever worker's they are."""
@@ -483,13 +483,21 @@ class LaneExecutor:
         self.artifacts.write_lines(
             result_chunk_key(batch_id, lane_key, chunk.number, writer), chunk.sorted_lines()
         )
-        return f"{chunk.number}:{writer}"
+        return writer
 
-    def _drop_unnoted(self, batch_id: str, lane_key: str, chunk: _Chunk, note: str | None) -> None:
+    @staticmethod
+    def _noted(tally: ChunkTally, chunk: _Chunk, writer: str | None) -> ChunkTally:
+        """The chunk's counts with the note of the result file they are of."""
+        return (
+            tally
+            if writer is None
+            else replace(tally, result_writer=result_writer_note(chunk.number, writer))
+        )
+
+    def _drop_unnoted(self, batch_id: str, lane_key: str, chunk: _Chunk, writer: str | None) -> None:
         """This worker's result file of a chunk another finished first: never read, deleted."""
-        if note is not None:
+        if writer is not None:
             logger.info("chunk finished by another worker", extra={"batch_id": batch_id, "lane": lane_key})
-            writer = note.split(":", 1)[1]
             self.artifacts.delete(result_chunk_key(batch_id, lane_key, chunk.number, writer))
 
     def _drop_partial(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
@@ -723,12 +731,13 @@ class LaneExecutor:
         when another invocation moved the lane on first."""
         if self._finished_elsewhere(batch_id, lane.lane_key, chunk):
             return False
-        tally = replace(chunk.tally(), result_writer=self._write_results(batch_id, lane.lane_key, chunk))
+        writer = self._write_results(batch_id, lane.lane_key, chunk)
+        tally = self._noted(chunk.tally(), chunk, writer)
         handed = self.progress.hand_over(
             batch_id, HandOver(lane.lane_key, successor, tally, message, self._now(), rest)
         )
         if not handed:
-            self._drop_unnoted(batch_id, lane.lane_key, chunk, tally.result_writer)
+            self._drop_unnoted(batch_id, lane.lane_key, chunk, writer)
         self._drop_partial(batch_id, lane.lane_key, chunk)
         return handed
 
