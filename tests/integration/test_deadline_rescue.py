@@ -42,6 +42,7 @@ from batchroute.providers.base import ItemError
 from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import MARKER_STUCK_BATCH
+from batchroute.services.billing.funding import Funds
 from batchroute.services.delivery.webhooks import WebhookDelivery
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder
 from batchroute.services.workflow import execution
@@ -744,7 +745,7 @@ class _DrainedMeanwhile(RescueOverage):
     """The wallet is emptied by another submit between the hold's reads and its write."""
 
     def _hold_once(self, batch: BatchRecord, hold_id: str, amount: Money, cap: Money) -> None:
-        original = self.ledger.reserve_items
+        original = self.funds.ledger.reserve_items
 
         def reserve_items(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
             items = original(*args, **kwargs)
@@ -752,11 +753,11 @@ class _DrainedMeanwhile(RescueOverage):
                 _drain(batch.org_id, "chat_race_1")
             return items
 
-        self.ledger.reserve_items = reserve_items  # type: ignore[method-assign]
+        self.funds.ledger.reserve_items = reserve_items  # type: ignore[method-assign]
         try:
             super()._hold_once(batch, hold_id, amount, cap)
         finally:
-            self.ledger.reserve_items = original  # type: ignore[method-assign]
+            self.funds.ledger.reserve_items = original  # type: ignore[method-assign]
 
 
 def test_an_overage_hold_refused_by_its_own_write_leaves_the_rescue_within_the_reservation(
@@ -768,9 +769,7 @@ def test_an_overage_hold_refused_by_its_own_write_leaves_the_rescue_within_the_r
     wiring = Wiring(get_settings(), SystemClock())
     racing = _DrainedMeanwhile(
         records=wiring.batch_records,
-        ledger=LedgerStore(get_settings().table_name("ledger")),
-        controls=wiring.controls,
-        limit_checks=wiring.limit_checks,
+        funds=Funds(LedgerStore(get_settings().table_name("ledger")), wiring.controls, wiring.limit_checks),
         clock=SystemClock(),
     )
     run = Run(stack, created, overage=racing)

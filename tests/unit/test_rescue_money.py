@@ -28,7 +28,7 @@ from batchroute.domain.routing.lane_plan import new_lane_record
 from batchroute.domain.routing.rescue import item_micros, overage_room
 from batchroute.errors import Forbidden, PaymentRequired
 from batchroute.money import Money
-from batchroute.services.billing.funding import Funding
+from batchroute.services.billing.funding import Funding, Funds
 from batchroute.services.workflow.rescue import _estimated_cost
 from batchroute.services.workflow.settlement import Settlement
 
@@ -224,8 +224,7 @@ def test_settle_charges_the_reservation_first_then_each_overage_hold_exactly_onc
     )
     settlement = Settlement(
         records=None,  # type: ignore[arg-type]
-        ledger=_ModelLedger(wallet),  # type: ignore[arg-type]
-        controls=None,  # type: ignore[arg-type]
+        funds=Funds(_ModelLedger(wallet), None, None),  # type: ignore[arg-type]
         artifacts=None,  # type: ignore[arg-type]
         fees=builtin_catalog().fees,
         clock=FixedClock(NOW),

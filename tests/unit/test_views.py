@@ -1,18 +1,19 @@
-"""A public view read off a record (domain/views.py): one key list, the view's TypedDict."""
+"""A public view read off a record (domain/views.py): one key list, the view's TypedDict; and
+a record made of another the same way (`made_from`)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import ForwardRef, Generic, TypedDict, TypeVar, is_typeddict
 
 import pytest
 
 from batchroute.domain.delivery.webhooks import WebhookAttempt, WebhookDeliveryRecord, WebhookDeliveryView
-from batchroute.domain.views import view_of
+from batchroute.domain.views import made_from, view_of
 
 Changes = TypeVar("Changes")
 
@@ -126,6 +127,37 @@ def test_a_webhook_delivery_shows_its_public_fields_and_never_its_payload_or_sec
     }
 
 
+def test_a_record_made_of_another_takes_each_field_by_name_and_a_given_value_wins() -> None:
+    @dataclass(frozen=True)
+    class Summary:
+        status: str
+        size: int
+        label: str = "none"
+
+    made = made_from(_Record("r1", "ready", 7), Summary, label="given")
+    assert made == Summary("ready", 7, "given")
+    assert made_from(_Record("r1", "ready", 7), Summary, size=9, label="x").size == 9
+
+
+def test_a_field_the_source_lacks_is_an_error_even_where_it_has_a_default() -> None:
+    @dataclass(frozen=True)
+    class Summary:
+        status: str
+        colour: str = "red"
+
+    with pytest.raises(AttributeError, match="colour"):
+        made_from(_Record("r1", "ready", 7), Summary)
+
+
+def test_a_given_field_the_record_does_not_declare_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Summary:
+        status: str
+
+    with pytest.raises(TypeError, match="Summary declares no colour"):
+        made_from(_Record("r1", "ready", 7), Summary, colour="red")
+
+
 # -- every view read off a record keeps the record's types ---------------------------------------
 # A literal `to_api` had mypy check each value against its key's type; `view_of` copies by name,
 # so this reads every call in the layer and holds each copied attribute's declared type to the
@@ -134,18 +166,19 @@ def test_a_webhook_delivery_shows_its_public_fields_and_never_its_payload_or_sec
 LAYER = Path(__file__).resolve().parents[2] / "layers/shared/python"
 
 
-def _view_calls() -> Iterator[tuple[str, object, object, set[str]]]:
-    """(where, the record's class, the view, the keys given) for each `view_of` call."""
+def _view_calls(name: str = "view_of") -> Iterator[tuple[str, object, object, set[str]]]:
+    """(where, the record's class, the view, the keys given) for each `view_of` call (or
+    `made_from`: the record made in place of the view)."""
     for path in sorted((LAYER / "batchroute").rglob("*.py")):
         source = path.read_text()
-        if "view_of(" not in source or path.name == "views.py":
+        if f"{name}(" not in source or path.name == "views.py":
             continue
         module = importlib.import_module(".".join(path.relative_to(LAYER).with_suffix("").parts))
         tree = ast.parse(source)
         owners = {id(f): c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
         for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
-                if not (isinstance(call.func, ast.Name) and call.func.id == "view_of"):
+                if not (isinstance(call.func, ast.Name) and call.func.id == name):
                     continue
                 where = f"{path.name}:{call.lineno}"
                 record = call.args[0]
@@ -156,7 +189,9 @@ def _view_calls() -> Iterator[tuple[str, object, object, set[str]]]:
                     (annotation,) = (a.annotation for a in function.args.args if a.arg == record.id)
                     assert annotation is not None, where
                     kind = eval(ast.unparse(annotation), vars(module))  # noqa: S307 (our own source)
-                shape = eval(ast.unparse(call.args[1]), vars(module))  # noqa: S307
+                made = ast.unparse(call.args[1])
+                owner = owners.get(id(function))
+                shape = getattr(module, owner.name) if made == "cls" and owner else eval(made, vars(module))  # noqa: S307
                 yield (
                     where,
                     kind,
@@ -167,6 +202,7 @@ def _view_calls() -> Iterator[tuple[str, object, object, set[str]]]:
 
 # Read as the tests are collected: importing the layer's services (the tracer) opens a socket.
 VIEW_CALLS = list(_view_calls())
+MADE_CALLS = list(_view_calls("made_from"))
 
 
 def _declared(kind: type, name: str) -> str:
@@ -192,3 +228,13 @@ def test_every_view_read_off_a_record_keeps_the_records_types() -> None:
             if key not in given:
                 have, want = _members(_declared(kind, key)), _members(annotation)
                 assert have <= want or want & {"object", "Any"}, (where, key, have, want)
+
+
+def test_every_record_made_of_another_keeps_the_sources_types() -> None:
+    assert len(MADE_CALLS) >= 4  # the settlement result, a schedule's definition, feedback, a chat outcome
+    for where, kind, made, given in MADE_CALLS:
+        assert isinstance(kind, type) and isinstance(made, type) and is_dataclass(made), where
+        for each in fields(made):
+            if each.init and each.name not in given:
+                have, want = _members(_declared(kind, each.name)), _members(_declared(made, each.name))
+                assert have <= want or want & {"object", "Any"}, (where, each.name, have, want)

@@ -101,16 +101,13 @@ class BatchesWiring(FeedbackWiring):
 
         return BatchService(
             records=self.batch_records,
-            ledger=self.ledger,
-            controls=self.controls,
+            funds=self.funds,
             quotes=self.quotes,
             artifacts=self.artifacts,
             launch=self.workflow_launch,
             seal_webhook=seal,
             settings=settings,
             clock=self.clock,
-            watch=self.billing_watch,
-            limit_checks=self.limit_checks,
             work_orders=self.work_orders,
             retention_grace=timedelta(hours=settings.retention_grace_hours),
         )

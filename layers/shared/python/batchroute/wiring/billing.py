@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from batchroute.services.billing.auto_topup import AutoTopupService
     from batchroute.services.billing.controls import BillingControlsService
     from batchroute.services.billing.events import BillingEventLog
+    from batchroute.services.billing.funding import Funds
     from batchroute.services.billing.payments import CreditPurchases
     from batchroute.services.billing.ports import Notifier
     from batchroute.services.billing.reconciliation import ScheduledReconciliation
@@ -96,6 +97,14 @@ class BillingWiring(DeliveryWiring):
                 return local
 
         return StripePayments(keys, api_base=settings.effective_payments_api_url)
+
+    @cached_property
+    def funds(self) -> Funds:
+        """How the services that hold and charge credit reach the wallet (batch create, a
+        rescue's overage, a regression run, settlement), the billing watch told after."""
+        from batchroute.services.billing.funding import Funds
+
+        return Funds(self.ledger, self.controls, self.limit_checks, watch=self.billing_watch)
 
     @cached_property
     def billing_notifier(self) -> Notifier:

@@ -25,12 +25,9 @@ class PresetsWiring(BillingWiring):
             catalog=self.catalog,
             providers=self.providers,
             guards=self.guards,
-            ledger=self.ledger,
-            controls=self.controls,
-            limit_checks=self.limit_checks,
+            funds=self.funds,
             clock=self.clock,
             policies=self.route_policies,  # the org's route policy narrows the lanes
-            watch=self.billing_watch,
             # its own resolver over the same store: `presets` holds this runner, no cycle
             presets=Presets(self.preset_store, catalog=self.catalog, clock=self.clock),
             preset_benchmarks=self.preset_store,

@@ -64,12 +64,10 @@ class WorkflowWiring(SchedulesWiring):
             ),
             settlement=Settlement(
                 records=self.batch_records,
-                ledger=self.ledger,
-                controls=self.controls,
+                funds=self.funds,
                 artifacts=artifacts,
                 fees=self.catalog.fees,
                 clock=self.clock,
-                watch=self.billing_watch,
                 work_orders=self.work_orders,
                 references=self.references,
             ),
@@ -99,11 +97,8 @@ class WorkflowWiring(SchedulesWiring):
 
         return RescueOverage(
             records=self.batch_records,
-            ledger=self.ledger,
-            controls=self.controls,
-            limit_checks=self.limit_checks,
+            funds=self.funds,
             clock=self.clock,
-            watch=self.billing_watch,
             work_orders=self.work_orders,
         )
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal, TypedDict, get_args
 
+from batchroute.domain.views import made_from
 from batchroute.errors import Conflict, NotFound, PaymentRequired
 from batchroute.money import Money, MoneyView, format_amount
 
@@ -199,13 +200,10 @@ class SettlementResult:
     def of(cls, reservation: Reservation, *, replayed: bool) -> SettlementResult:
         if reservation.pending or reservation.settled_at is None:
             raise ValueError("the reservation is not resolved")
-        return cls(
-            reservation_id=reservation.reservation_id,
-            status=reservation.status,
+        return made_from(
+            reservation,
+            cls,
             reserved=reservation.amount,
-            charged=reservation.charged,
-            released=reservation.released,
-            absorbed=reservation.absorbed,
             settled_at=reservation.settled_at,
             replayed=replayed,
         )

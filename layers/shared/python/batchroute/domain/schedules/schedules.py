@@ -31,7 +31,7 @@ from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.presets.golden_sets import GoldenSet, GoldenSetView, golden_set_from_api
 from batchroute.domain.presets.presets import MaxPriceSent
 from batchroute.domain.routing.gates import RouteRequest
-from batchroute.domain.views import view_of
+from batchroute.domain.views import made_from, view_of
 from batchroute.errors import InvalidRequest
 
 ScheduleState = Literal["active", "paused"]
@@ -446,15 +446,8 @@ class Schedule:
 
     def defined(self) -> ScheduleDefinition:
         """The current version's definition, as stored."""
-        return ScheduleDefinition(
-            name=self.name,
-            expression=self.expression,
-            input_source=self.input_source,
-            time_zone=self.time_zone,
-            description=self.description,
-            batch_options=self.batch_options,
-            golden_set=golden_set_from_api(self.golden_set) if self.golden_set else None,
-        )
+        golden_set = golden_set_from_api(self.golden_set) if self.golden_set else None
+        return made_from(self, ScheduleDefinition, golden_set=golden_set)
 
     def redefined(self, definition: ScheduleDefinition) -> Schedule:
         """This schedule with another definition (its state, version and times unchanged)."""

@@ -16,7 +16,7 @@ import copy
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, TypedDict
 
@@ -45,7 +45,6 @@ from batchroute.domain.batches.states import is_terminal
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import ReservationTerms
 from batchroute.domain.billing.retention import ORPHAN_AFTER
-from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.catalog.catalog import FeeSchedule, PrivacyTier, SlaTier
 from batchroute.domain.catalog.pricing import FeeKind
 from batchroute.domain.delivery.webhook_targets import (
@@ -68,8 +67,7 @@ from batchroute.services.batches.ports import BatchStore, ObjectStore, WebhookUr
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
 from batchroute.services.batches.reads import owned_batch
 from batchroute.services.batches.views import BatchSummaryView, batch_summary
-from batchroute.services.billing.funding import Funding, FundingDecision, funded
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
+from batchroute.services.billing.funding import FundingDecision, Funds, GuardedReservation, funded
 from batchroute.transactions import TransactItem
 
 SLA = timedelta(hours=24)
@@ -163,16 +161,13 @@ def replayed_body(record: StoredAnswer | None, fingerprint: str) -> bytes | None
 @dataclass(eq=False, kw_only=True)
 class BatchService:
     records: BatchStore
-    ledger: LedgerBook
-    controls: ControlsReader
+    funds: Funds
     quotes: QuoteService
     artifacts: ObjectStore
     launch: WorkflowLaunch
     seal_webhook: WebhookSealer
     settings: WebhookUrlRules
     clock: Clock
-    limit_checks: LimitChecks
-    watch: MoneyWatch | None = None
     work_orders: WorkOrderJoins | None = None
     # a canceled batch goes on the retention GC's index due this long after (docs/retention.md)
     retention_grace: timedelta = timedelta(hours=72)
@@ -226,8 +221,8 @@ class BatchService:
             self._discard_input(batch_id, priced)
             raise
         self.launch.launch(batch_id)  # the batch is safely priced: the sweeper starts it if this fails
-        if self.watch is not None:  # the balance alerts and auto top-up see the new reservation
-            self.watch.moved(principal.org_id, at=self.clock.now(), controls=controls)
+        # the balance alerts and auto top-up see the new reservation
+        self.funds.moved(principal.org_id, at=self.clock.now(), controls=controls)
         return CreateAnswer(202, answer_body)
 
     def _funded(self, submit: _Submit, work_order: WorkOrder | None) -> BillingControls | None:
@@ -454,32 +449,28 @@ class BatchService:
 
     def _fund(self, submit: _Submit) -> tuple[BillingControls | None, FundingDecision]:
         """Decide on fresh reads (raising the 402 with its figures), then commit with the
-        decision's limit guard in the same transaction; a refused commit means the wallet,
-        the spend or the controls moved since the reads, so decide again."""
-        org_id = submit.principal.org_id
+        decision's limit guard in the same transaction (`Funds.guarded`, as every hold); a
+        refused commit means the wallet, the spend or the controls moved since the reads, so
+        decide again."""
+        org_id, batch = submit.principal.org_id, submit.batch
+        terms = ReservationTerms(
+            reservation_id=str(batch.reservation_id), amount=submit.total, purpose="batch", ref=batch.batch_id
+        )
 
         def attempt() -> tuple[BillingControls | None, FundingDecision] | None:
-            controls = self.controls.billing_controls(org_id)
-            decision = Funding(self.ledger).check_funding(
-                org_id, submit.total, controls, now=self.clock.now()
-            )
-            return (controls, decision) if self._commit(submit, decision.guard) else None
+            controls = self.funds.controls_of(org_id)
+            now = self.clock.now()
+            held = self.funds.guarded(terms, controls, org_id=org_id, now=now)
+            return (controls, held.decision) if self._commit(submit, held, now) else None
 
         return funded(attempt, what="batch")
 
-    def _commit(self, submit: _Submit, guard: LimitGuard) -> bool:
-        """One transaction (`BatchRecords.create`): the reservation (bounded by `guard`), the
-        batch, the caller's items, the limit checks and the idempotency record. False when
-        the funding moved (the caller decides again on fresh reads); a concurrent duplicate
-        raises DuplicateIdempotencyKey."""
-        principal, batch, total = submit.principal, submit.batch, submit.total
-        now = self.clock.now()
-        terms = ReservationTerms(
-            reservation_id=str(batch.reservation_id), amount=total, purpose="batch", ref=batch.batch_id
-        )
-        reserve = self.ledger.reserve_items(
-            principal.org_id, terms, at=isoformat(now), reserved_at_most=guard.reserved_cap(total)
-        )
+    def _commit(self, submit: _Submit, held: GuardedReservation, now: datetime) -> bool:
+        """One transaction (`BatchRecords.create`): the reservation (bounded by its guard),
+        the batch, the caller's items, the limit checks and the idempotency record. False
+        when the funding moved (the caller decides again on fresh reads); a concurrent
+        duplicate raises DuplicateIdempotencyKey."""
+        principal, batch = submit.principal, submit.batch
         idempotency = IdempotencyRecord(
             org_id=principal.org_id,
             key=submit.key,
@@ -493,9 +484,9 @@ class BatchService:
         try:
             self.records.create(
                 batch,
-                reservation=reserve,
+                reservation=held.reservation,
                 extra_items=submit.extra_items,
-                limit_checks=self.limit_checks.items(principal.org_id, guard),
+                limit_checks=held.limit_checks,
                 idempotency=idempotency,
             )
         except FundingMoved:

@@ -42,7 +42,13 @@ from batchroute.domain.billing.ledger import ReservationTerms, WalletState, insu
 from batchroute.domain.billing.spending_limit import LimitGuard, next_period_key
 from batchroute.errors import Forbidden, PaymentRequired, ServiceError, Unavailable
 from batchroute.money import Money, format_amount
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, WalletReader
+from batchroute.services.billing.ports import (
+    ControlsReader,
+    LedgerBook,
+    LimitChecks,
+    MoneyWatch,
+    WalletReader,
+)
 from batchroute.transactions import TransactItem
 
 # Whose words a refusal takes: a batch's (402 for both), chat's (402 `insufficient_funds`,
@@ -228,6 +234,41 @@ def guarded_reservation(
         org_id, terms, at=isoformat(now), reserved_at_most=guard.reserved_cap(terms.amount)
     )
     return GuardedReservation(decision, reservation, limit_checks.items(org_id, guard))
+
+
+@dataclass(eq=False)
+class Funds:
+    """An org's credit as the services that hold and charge it reach it (batch create, a
+    rescue's overage, a golden-set regression run, settlement): the ledger, the org's
+    billing controls (limits, time zone), the spending-limit checks a hold is written with,
+    and the watch told once the wallet moved (alerts, auto top-up)."""
+
+    ledger: LedgerBook
+    controls: ControlsReader
+    limit_checks: LimitChecks
+    watch: MoneyWatch | None = None
+
+    def controls_of(self, org_id: str) -> BillingControls | None:
+        return self.controls.billing_controls(org_id)
+
+    def guarded(
+        self,
+        terms: ReservationTerms,
+        controls: BillingControls | None,
+        *,
+        org_id: str,
+        now: datetime,
+        surface: Surface = "batch",
+    ) -> GuardedReservation:
+        """`guarded_reservation` on this org's ledger and limit checks."""
+        return guarded_reservation(
+            self.ledger, self.limit_checks, terms, controls, org_id=org_id, now=now, surface=surface
+        )
+
+    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None:
+        """Tell the watch (when there is one) that the org's wallet moved; never raises."""
+        if self.watch is not None:
+            self.watch.moved(org_id, at=at, controls=controls)
 
 
 LIMIT_WARNING_CODE = "spending_limit_exceeded"

@@ -40,6 +40,7 @@ from batchroute.domain.routing.engine import RejectedLane
 from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.domain.routing.policy import RoutePolicy
+from batchroute.domain.views import made_from
 from batchroute.errors import InvalidRequest, TransientError, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -573,13 +574,11 @@ class DirectChat:
         self, call: DirectCall, at: str, usage: Usage, charge: Money, *, completed: bool, error: str | None
     ) -> ChatOutcome:
         charged = min(charge, call.hold)
-        return ChatOutcome(
+        return made_from(  # the tokens, cache and tool uses as the vendor billed them
+            usage,
+            ChatOutcome,
             completed=completed,
             at=at,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            tool_uses=usage.tool_uses,
-            cache=usage.cache,
             latest_error=error,
             billing={
                 **direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),

@@ -11,7 +11,7 @@ its one-row results artifact.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal, Protocol, TypedDict, cast
 
 from batchroute.clock import Clock, isoformat
@@ -38,6 +38,7 @@ from batchroute.domain.feedback.feedback import (
     summarize,
 )
 from batchroute.domain.request_fields import invalid
+from batchroute.domain.views import made_from
 from batchroute.domain.workflow.results import ArtifactRow
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import new_id
@@ -102,23 +103,19 @@ class FeedbackService:
         before = self.store.get(principal.org_id, given.target, author)
         now = self.clock.now()
         at = isoformat(now)
-        after = Feedback(
+        after = made_from(  # the rating, comment and labels as given
+            given,
+            Feedback,
             feedback_id=before.feedback_id if before else new_id("fb", now),
             org_id=principal.org_id,
-            target=given.target,
             author=author,
-            rating=given.rating,
-            rating_scale=given.rating_scale,
-            comment=given.comment,
-            labels=given.labels,
             model=model,
             provider=provider,
             day=before.day if before else now.date().isoformat(),
             created_at=before.created_at if before else at,
             updated_at=at,
+            version=before.version + 1 if before else 1,
         )
-        if before is not None:
-            after = replace(after, version=before.version + 1)
         if not self.store.save(
             after, counter_moves(before, after), replaces=before.version if before else None
         ):

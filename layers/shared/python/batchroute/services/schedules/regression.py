@@ -70,8 +70,7 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.providers.base import CONNECT_SECONDS, ProviderRequest, ProviderResult
-from batchroute.services.billing.funding import funded, guarded_reservation
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
+from batchroute.services.billing.funding import Funds, funded
 from batchroute.services.catalog.ports import SyncProviders
 from batchroute.services.presets.resolution import Resolver
 from batchroute.services.routing.policy import policy_version
@@ -126,13 +125,10 @@ class RegressionRuns:
     catalog: Catalog
     providers: SyncProviders
     guards: RoutingGuards
-    ledger: LedgerBook
-    controls: ControlsReader
-    limit_checks: LimitChecks
+    funds: Funds
     clock: Clock
     # The org's route policy: required, so that no wiring runs golden sets around it.
     policies: OrgPolicies
-    watch: MoneyWatch | None = None
     presets: Resolver | None = None
     preset_benchmarks: PresetBenchmarks | None = None
     # Each provider call's time-out (the read's; the connection's on top): the run's deadline.
@@ -236,13 +232,13 @@ class RegressionRuns:
         before (the sweeper released it past its deadline) is left as it is: nothing charged
         or recorded, 409 `regression_abandoned`."""
         org_id, terms = run.subject.org_id, run.terms
-        controls = self.controls.billing_controls(org_id)
+        controls = self.funds.controls_of(org_id)
         done = self.clock.now()
         memo = f"golden-set regression {terms.ref} of {run.subject.label}"
         zone = controls.limit_timezone if controls else "UTC"
         charge, charged = _charge(terms.reservation_id, terms.amount, results, done, zone, memo)
         regression = run.record(results, done, charged)
-        settled = self.ledger.settle(org_id, charge, extra_items=[run.subject.record(regression)])
+        settled = self.funds.ledger.settle(org_id, charge, extra_items=[run.subject.record(regression)])
         if settled.replayed:
             logger.warning(
                 "regression run abandoned",
@@ -254,8 +250,7 @@ class RegressionRuns:
                 code="regression_abandoned",
                 details={"regression_id": terms.ref, "deadline": terms.expires_at},
             )
-        if self.watch is not None:
-            self.watch.moved(org_id, at=done, controls=controls)
+        self.funds.moved(org_id, at=done, controls=controls)
         return regression
 
     def _hold(self, org_id: str, terms: ReservationTerms) -> None:
@@ -264,18 +259,12 @@ class RegressionRuns:
         since the reads is decided again on fresh ones."""
 
         def attempt() -> bool | None:
-            controls = self.controls.billing_controls(org_id)
-            held = guarded_reservation(
-                self.ledger,
-                self.limit_checks,
-                terms,
-                controls,
-                org_id=org_id,
-                now=self.clock.now(),
-                surface="regression",
+            controls = self.funds.controls_of(org_id)
+            held = self.funds.guarded(
+                terms, controls, org_id=org_id, now=self.clock.now(), surface="regression"
             )
             try:
-                self.ledger.reserve_guarded(held.reservation, held.limit_checks)
+                self.funds.ledger.reserve_guarded(held.reservation, held.limit_checks)
             except FundingMoved:
                 return None
             return True

@@ -27,8 +27,7 @@ from batchroute.errors import ServiceError
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batches.ports import BatchReader
-from batchroute.services.billing.funding import Funding, guarded_reservation
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
+from batchroute.services.billing.funding import Funding, Funds
 from batchroute.transactions import TransactItem
 
 # A hold refused because the wallet or the limit moved since the reads is decided again
@@ -56,11 +55,8 @@ def overage_held(batch: BatchRecord) -> Money:
 @dataclass(eq=False, kw_only=True)
 class RescueOverage:
     records: OverageRecords
-    ledger: LedgerBook
-    controls: ControlsReader
-    limit_checks: LimitChecks
+    funds: Funds
     clock: Clock
-    watch: MoneyWatch | None = None
     work_orders: OverageMembership | None = None
 
     def fresh(self, batch: BatchRecord) -> BatchRecord:
@@ -71,9 +67,11 @@ class RescueOverage:
         """What a new overage hold of `batch` may take now (`overage_room`); 0 unless allow_overage."""
         if setting.mode != "allow_overage":
             return Money(0)
-        controls = self.controls.billing_controls(batch.org_id)
-        wallet = self.ledger.state(batch.org_id)
-        limit_room = Funding(self.ledger).limit_room(batch.org_id, controls, wallet, now=self.clock.now())
+        controls = self.funds.controls_of(batch.org_id)
+        wallet = self.funds.ledger.state(batch.org_id)
+        limit_room = Funding(self.funds.ledger).limit_room(
+            batch.org_id, controls, wallet, now=self.clock.now()
+        )
         return overage_room(
             cap=setting.max_overage,
             held=overage_held(batch),
@@ -96,8 +94,7 @@ class RescueOverage:
             except (ServiceError, DuplicateReservation, OverageRefused) as exc:
                 logger.warning("rescue overage hold refused", extra={"hold_id": hold_id, "why": str(exc)})
                 return False
-            if self.watch is not None:  # the hold is in-flight credit: alerts see it as any hold
-                self.watch.moved(batch.org_id, at=self.clock.now())
+            self.funds.moved(batch.org_id, at=self.clock.now())  # in-flight credit, as any hold
             return True
         logger.warning("rescue overage hold kept colliding", extra={"hold_id": hold_id})
         return False
@@ -109,10 +106,7 @@ class RescueOverage:
         terms = ReservationTerms(
             reservation_id=hold_id, amount=amount, purpose="rescue_overage", ref=batch.batch_id
         )
-        controls = self.controls.billing_controls(org_id)
-        held = guarded_reservation(
-            self.ledger, self.limit_checks, terms, controls, org_id=org_id, now=self.clock.now()
-        )
+        held = self.funds.guarded(terms, self.funds.controls_of(org_id), org_id=org_id, now=self.clock.now())
         self.records.hold_overage(
             OverageHold(
                 batch_id=batch.batch_id,

@@ -55,7 +55,7 @@ from batchroute.domain.routing.rescue import overage_hold_id
 from batchroute.errors import PermanentError
 from batchroute.money import Money
 from batchroute.services.batches.ports import BatchStore
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.services.billing.funding import Funds
 from batchroute.services.workflow.ports import BatchFiles
 from batchroute.workflow.tasks import SettleOutput
 
@@ -80,12 +80,10 @@ def _parse(moment: str) -> datetime:
 @dataclass(eq=False, kw_only=True)
 class Settlement:
     records: BatchStore
-    ledger: LedgerBook
-    controls: ControlsReader
+    funds: Funds
     artifacts: BatchFiles
     fees: FeeSchedule
     clock: Clock
-    watch: MoneyWatch | None = None
     work_orders: WorkOrderMembers | None = None
     references: References | None = None
 
@@ -98,7 +96,7 @@ class Settlement:
         fee_kind: FeeKind = "workflow" if batch.fee_kind == "workflow" else "batch"
         fees = batch.fees or self.fees  # the schedule its price was locked with
         breakdown = settle_price(usage, fees, fee_kind=fee_kind)
-        controls = self.controls.billing_controls(org_id) or BillingControls(org_id=org_id)
+        controls = self.funds.controls_of(org_id) or BillingControls(org_id=org_id)
         now = self.clock.now()
         zone = controls.limit_timezone or "UTC"
         usage_charge = UsageCharge(
@@ -140,8 +138,8 @@ class Settlement:
             self.records.transition(batch_id, "completed", at=at, extra={"completed_at": at})
         if work_order is not None:
             self._count_in_work_order(batch_id, result)
-        if self.watch is not None and result is not None and org_id:
-            self.watch.moved(org_id, at=_parse(settled_at), controls=controls)
+        if result is not None and org_id:
+            self.funds.moved(org_id, at=_parse(settled_at), controls=controls)
         return {
             "step": "settle",
             "batch_id": batch_id,
@@ -203,7 +201,7 @@ class Settlement:
         usage: UsageCharge,
     ) -> SettlementResult:
         try:
-            return self.ledger.settle(
+            return self.funds.ledger.settle(
                 batch.org_id,
                 ReservationCharge(
                     reservation_id, charge, isoformat(now), keys, f"batch {batch.batch_id}", usage
@@ -213,7 +211,7 @@ class Settlement:
             raise SettlementFailed(f"batch {batch.batch_id}: reservation {reservation_id} not found") from exc
 
     def _hold_amount(self, batch: BatchRecord, hold_id: str) -> Money:
-        hold = self.ledger.reservation(batch.org_id, hold_id)
+        hold = self.funds.ledger.reservation(batch.org_id, hold_id)
         if hold is None:
             raise SettlementFailed(f"batch {batch.batch_id}: overage hold {hold_id} not found")
         return hold.amount

@@ -7,7 +7,7 @@ bucket delivery retries and retention GC (docs/retention.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -29,7 +29,6 @@ from batchroute.services.batches.ports import BatchStore
 from batchroute.services.billing.ports import ControlsReader, MoneyWatch
 from batchroute.services.chat.ports import HoldStore
 from batchroute.services.workflow.retention_gc import ReclaimSummary
-from batchroute.transactions import TransactItem
 
 
 class ExpiryRecords(BatchStore, Protocol):
@@ -196,15 +195,7 @@ class DueHolds(Protocol):
         self, now_iso: str, *, purpose: Purpose | None = None, limit: int = 100
     ) -> list[Reservation]: ...
 
-    def release(
-        self,
-        org_id: str,
-        reservation_id: str,
-        *,
-        at: str,
-        memo: str = "",
-        extra_items: Iterable[TransactItem] = (),
-    ) -> SettlementResult: ...
+    def release(self, org_id: str, reservation_id: str, *, at: str, memo: str) -> SettlementResult: ...
 
 
 def release_abandoned_regression_holds(
