@@ -21,7 +21,7 @@ from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.billing.ledger import ReservationTerms
 from batchroute.money import Money
-from batchroute.services.billing import funding
+from batchroute.services.billing.funding import Funds
 from tests.integration.principals import TestOrg
 from tests.integration.principals import clocked_client as clocked_client  # the fixtures
 from tests.integration.principals import fixed_clock as fixed_clock
@@ -138,7 +138,7 @@ def test_a_hold_overtaken_between_the_check_and_the_write_is_decided_again(
     _limit(client, org, "1")
     assert _preset(client, org, golden_set=_preset_golden()).status_code == 201
     other = Money.usd("0.999999")  # fits the limit alone, as the run's estimate does; not both
-    checked = funding.guarded_reservation
+    checked = Funds.guarded
     overtaken: list[str] = []
 
     def then_overtaken(*args: Any, **kwargs: Any) -> Any:
@@ -149,7 +149,7 @@ def test_a_hold_overtaken_between_the_check_and_the_write_is_decided_again(
             overtaken.append(terms.reservation_id)
         return held
 
-    monkeypatch.setattr(funding, "guarded_reservation", then_overtaken)
+    monkeypatch.setattr(Funds, "guarded", then_overtaken)
     run = client.post("/v1/presets/triage/regression-runs", headers=org.key_headers())
     assert overtaken == ["res_other"]
     assert run.status_code == 403, run.text

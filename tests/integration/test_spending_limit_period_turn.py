@@ -1,7 +1,7 @@
 """A hard daily limit holds across midnight: a reservation decided in the last instant of a
 day that commits in the first of the next, after a settlement already charged the new day,
 is refused and decided again on the new day (domain/billing/spending_limit.py). Covered for
-the guarded hold of regression runs and overage holds (`guarded_reservation`), batch create
+the guarded hold of regression runs and overage holds (`Funds.guarded`), batch create
 through the API, and the direct chat hold (`HoldKeeper`); all on moto with an injected clock."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.errors import ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
-from batchroute.services.billing.funding import guarded_reservation
+from batchroute.services.billing.funding import Funds
 from batchroute.services.chat.direct import DirectChat
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -51,6 +51,10 @@ NEW_DAY = "D#2026-11-21"
 
 def _ledger() -> LedgerStore:
     return LedgerStore(get_settings().table_name("ledger"))
+
+
+def _funds() -> Funds:
+    return Funds(_ledger(), ControlsStore(get_settings().table_name("controls")), _checks())
 
 
 def _checks() -> SpendingLimitChecks:
@@ -113,7 +117,7 @@ def test_a_guarded_hold_decided_before_midnight_is_refused_once_the_new_day_is_c
     _reserve(org.org_id, "res_x", Money.usd("5"), LAST - timedelta(minutes=5))
     # And a $5 hold decided at 23:59:59.9 (room 10 - 0 - 5 = 5)
     terms = ReservationTerms(reservation_id="res_a", amount=Money.usd("5"), purpose="regression", ref="a")
-    held = guarded_reservation(_ledger(), _checks(), terms, controls, org_id=org.org_id, now=LAST)
+    held = _funds().guarded(terms, controls, org_id=org.org_id, now=LAST)
     # When the day turns, $5 settles into it and $5 more is reserved on it
     _midnight_turns(org.org_id, Money.usd("5"))
     # Then the hold's transaction is refused as a moved limit (decide again)
@@ -121,7 +125,7 @@ def test_a_guarded_hold_decided_before_midnight_is_refused_once_the_new_day_is_c
         _ledger().reserve_guarded(held.reservation, held.limit_checks)
     # And decided again on the new day, it is over the limit
     with pytest.raises(ServiceError) as refused:
-        guarded_reservation(_ledger(), _checks(), terms, controls, org_id=org.org_id, now=FIRST)
+        _funds().guarded(terms, controls, org_id=org.org_id, now=FIRST)
     assert refused.value.details is not None and refused.value.details["projected"] == "15.00"
     assert _new_day_total(org.org_id) == Money.usd("10")
 
@@ -132,7 +136,7 @@ def test_a_hold_decided_before_midnight_commits_when_the_new_day_has_no_spend(lo
     controls = _hard_daily(org.org_id, Money.usd("10"))
     _reserve(org.org_id, "res_x", Money.usd("5"), LAST - timedelta(minutes=5))
     terms = ReservationTerms(reservation_id="res_a", amount=Money.usd("5"), purpose="regression", ref="a")
-    held = guarded_reservation(_ledger(), _checks(), terms, controls, org_id=org.org_id, now=LAST)
+    held = _funds().guarded(terms, controls, org_id=org.org_id, now=LAST)
     # When it commits after midnight, nothing having been charged on the new day
     _ledger().reserve_guarded(held.reservation, held.limit_checks)
     # Then it holds: the old day's bound still bounds the new day
@@ -153,7 +157,7 @@ def test_an_overage_hold_decided_before_midnight_is_refused_once_the_new_day_is_
     terms = ReservationTerms(
         reservation_id="res_overage", amount=held_r, purpose="rescue_overage", ref=batch.batch_id
     )
-    held = guarded_reservation(_ledger(), _checks(), terms, controls, org_id=org.org_id, now=LAST)
+    held = _funds().guarded(terms, controls, org_id=org.org_id, now=LAST)
     # When the day turns, R settles into it and R more is reserved on it
     _midnight_turns(org.org_id, held_r)
     # Then the hold's transaction is refused as a moved limit (the rescue decides again)
@@ -282,18 +286,16 @@ def test_spend_standing_on_the_next_day_counts_but_does_not_block_a_hold(local_a
     _spent_tomorrow(org.org_id, Money.usd("4"))
     # When a $5 hold is decided today / Then it commits (it was refused, again and again)
     terms = ReservationTerms(reservation_id="res_a", amount=Money.usd("5"), purpose="regression", ref="a")
-    held = guarded_reservation(_ledger(), _checks(), terms, controls, org_id=org.org_id, now=LAST)
+    held = _funds().guarded(terms, controls, org_id=org.org_id, now=LAST)
     _ledger().reserve_guarded(held.reservation, held.limit_checks)
     assert _ledger().state(org.org_id).reserved == Money.usd("5")
     # And the next day's spend is counted: $5 more would take it to 4 + 5 + 5 > 10
     more = replace(terms, reservation_id="res_b", ref="b")
     with pytest.raises(ServiceError) as refused:
-        guarded_reservation(_ledger(), _checks(), more, controls, org_id=org.org_id, now=LAST)
+        _funds().guarded(more, controls, org_id=org.org_id, now=LAST)
     assert refused.value.details is not None and refused.value.details["projected"] == "14.00"
     # And charged meanwhile, the next day's counter still refuses a hold decided before it grew
-    again = guarded_reservation(
-        _ledger(),
-        _checks(),
+    again = _funds().guarded(
         replace(terms, amount=Money.usd("1"), reservation_id="res_c"),
         controls,
         org_id=org.org_id,

@@ -10,11 +10,12 @@ from datetime import UTC, datetime
 import pytest
 
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.billing.ledger import WalletState
+from batchroute.domain.billing.ledger import ReservationTerms, WalletState
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired, Unavailable
 from batchroute.money import Money
-from batchroute.services.billing.funding import FUNDING_ATTEMPTS, Funding, decide, funded
+from batchroute.services.billing.funding import FUNDING_ATTEMPTS, Funding, Funds, decide, funded
+from batchroute.transactions import TransactItem
 
 ORG = "org_a"
 NOW = datetime(2026, 11, 21, 10, 30, tzinfo=UTC)
@@ -200,3 +201,73 @@ def test_a_wallet_that_keeps_moving_is_a_retryable_503_naming_what_was_funded() 
     assert len(calls) == FUNDING_ATTEMPTS
     assert refused.value.code == "funding_contended" and refused.value.retry_after_seconds == 1
     assert refused.value.message == "The wallet kept changing while this regression run was funded; retry."
+
+
+# -- Funds: the one way a service holds credit ---------------------------------------------------
+
+
+class HoldingLedger(MemoryLedger):
+    """MemoryLedger that also answers the reserve items a hold is written with."""
+
+    def reserve_items(
+        self, org_id: str, terms: ReservationTerms, *, at: str, reserved_at_most: int | None = None
+    ) -> list[TransactItem]:
+        return [
+            {"Put": {"TableName": "ledger", "Item": {"id": terms.reservation_id, "cap": reserved_at_most}}}
+        ]
+
+
+class GuardChecks:
+    def items(self, org_id: str, guard: LimitGuard) -> list[TransactItem]:
+        return (
+            [{"ConditionCheck": {"TableName": "controls", "Key": {"version": guard.version}}}]
+            if guard.hard
+            else []
+        )
+
+
+class Watch:
+    def __init__(self) -> None:
+        self.moved_for: list[tuple[str, BillingControls | None]] = []
+
+    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None:
+        self.moved_for.append((org_id, controls))
+
+
+def test_a_hold_under_a_hard_limit_is_bounded_by_the_limits_room_and_carries_its_checks() -> None:
+    # Given 100 USD, 30 spent today under a hard daily limit of 50
+    ledger = HoldingLedger("100", spend={"D#2026-11-21": "30"})
+    funds = Funds(ledger, None, GuardChecks())  # type: ignore[arg-type]
+    terms = ReservationTerms(reservation_id="res_1", amount=Money.usd("15"), purpose="batch", ref="b1")
+    # When a 15 USD hold is decided
+    held = funds.guarded(terms, limit("hard", "50"), org_id=ORG, now=NOW)
+    # Then the reservation may take the wallet's in-flight credit to 50 - 30 - 15 at most
+    assert held.decision.guard.hard and held.decision.required == Money.usd("15")
+    assert held.reservation[0]["Put"]["Item"]["cap"] == Money.usd("5").micros
+    assert held.limit_checks == [{"ConditionCheck": {"TableName": "controls", "Key": {"version": 0}}}]
+
+
+def test_a_hold_past_a_hard_limit_is_refused_before_any_item_is_built() -> None:
+    funds = Funds(HoldingLedger("100", spend={"D#2026-11-21": "40"}), None, GuardChecks())  # type: ignore[arg-type]
+    terms = ReservationTerms(reservation_id="res_1", amount=Money.usd("15"), purpose="regression", ref="r1")
+    with pytest.raises(Forbidden) as refused:
+        funds.guarded(terms, limit("hard", "50"), org_id=ORG, now=NOW, surface="regression")
+    assert refused.value.code == "spending_limit_reached"
+
+
+def test_the_watch_hears_of_a_move_and_no_watch_is_no_error() -> None:
+    watch = Watch()
+    controls = BillingControls(org_id=ORG)
+    Funds(MemoryLedger("1"), None, None, watch=watch).moved(ORG, at=NOW, controls=controls)  # type: ignore[arg-type]
+    assert watch.moved_for == [(ORG, controls)]
+    Funds(MemoryLedger("1"), None, None).moved(ORG, at=NOW)  # type: ignore[arg-type]
+
+
+def test_a_hard_limits_guard_is_the_limit_as_read() -> None:
+    guard = LimitGuard.of_hard_limit(
+        3, Money.usd("50"), "daily", "D#2026-11-21", spent=Money.usd("30"), next_spent=Money.usd("35")
+    )
+    assert guard == LimitGuard(
+        True, 3, Money.usd("50").micros, "daily", "D#2026-11-21", 30_000_000, 35_000_000
+    )
+    assert guard.reserved_cap(Money.usd("10")) == Money.usd("5").micros  # the larger spend counts

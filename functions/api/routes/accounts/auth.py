@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from batchroute.services.accounts.sessions import LiveSession
 from batchroute.services.accounts.settings import member_view
 from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
 from functions.api.auth import SessionPrincipal
@@ -103,8 +102,7 @@ def login(body: LoginBody, sessions: SessionsDep, settings: SettingsDep, respons
     signed_in = sessions.login(body.email, body.password)
     set_session_cookie(response, signed_in.token, settings)
     response.headers["Cache-Control"] = "no-store"
-    live = LiveSession(session=signed_in.session, user=signed_in.user)
-    return SignedInOut(session=SessionOut.of(live), user=MemberOut(**member_view(signed_in.user)))
+    return SignedInOut(session=SessionOut.of(signed_in), user=MemberOut(**member_view(signed_in.user)))
 
 
 _BAD_LINK = errors_doc({400: "The link's token is used, expired or unknown (`invalid_token`)"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from datetime import timedelta
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Literal
@@ -271,6 +272,12 @@ class Settings(BaseModel):
         if self.signup_credit_usd is not None:
             return self.signup_credit_usd
         return Decimal("25") if self.environment == "local" else Decimal("0")
+
+    @property
+    def retention_grace(self) -> timedelta:
+        """How long after a batch ends (or is canceled) before its objects may be reclaimed
+        (docs/retention.md): `retention_grace_hours`."""
+        return timedelta(hours=self.retention_grace_hours)
 
     @property
     def cookie_secure(self) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -109,7 +108,7 @@ class BatchesWiring(FeedbackWiring):
             settings=settings,
             clock=self.clock,
             work_orders=self.work_orders,
-            retention_grace=timedelta(hours=settings.retention_grace_hours),
+            retention_grace=settings.retention_grace,
         )
 
     @cached_property
@@ -131,7 +130,7 @@ class BatchesWiring(FeedbackWiring):
             self.artifacts,
             sign,
             retention=self.retention,
-            grace=timedelta(hours=self.settings.retention_grace_hours),
+            grace=self.settings.retention_grace,
             feedback=self.feedback,
         )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ class CompatWiring(ChatWiring):
             artifacts=self.artifacts,
             reclaim=self.batch_records,
             retention=self.retention,
-            grace=timedelta(hours=self.settings.retention_grace_hours),
+            grace=self.settings.retention_grace,
         )
 
     @cached_property

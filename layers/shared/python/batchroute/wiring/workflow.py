@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -60,7 +59,7 @@ class WorkflowWiring(SchedulesWiring):
                 records=self.batch_records,
                 artifacts=artifacts,
                 clock=self.clock,
-                retention_grace=timedelta(hours=self.settings.retention_grace_hours),
+                retention_grace=self.settings.retention_grace,
             ),
             settlement=Settlement(
                 records=self.batch_records,
@@ -113,7 +112,7 @@ class WorkflowWiring(SchedulesWiring):
             pipeline=self.pipeline,
             buckets=self.bucket_delivery,
             files=self.files,
-            retention_grace=timedelta(hours=self.settings.retention_grace_hours),
+            retention_grace=self.settings.retention_grace,
         )
 
     @cached_property
@@ -135,7 +134,7 @@ class WorkflowWiring(SchedulesWiring):
             webhooks=self.webhook_delivery,
             clock=self.clock,
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,
-            retention_grace=timedelta(hours=self.settings.retention_grace_hours),
+            retention_grace=self.settings.retention_grace,
             topups=self.auto_topup,
             retention=self.retention_gc,
             bucket_deliveries=self.bucket_delivery,
@@ -165,6 +164,6 @@ class WorkflowWiring(SchedulesWiring):
             settings=self.controls,
             objects=self.artifacts,
             clock=self.clock,
-            grace=timedelta(hours=self.settings.retention_grace_hours),
+            grace=self.settings.retention_grace,
             max_batches=self.settings.retention_sweep_batches,
         )

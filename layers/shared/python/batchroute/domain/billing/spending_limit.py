@@ -50,6 +50,21 @@ class LimitGuard:
     spent_micros: int = 0
     next_spent_micros: int = 0  # the next period's counter as read (0: absent)
 
+    @classmethod
+    def of_hard_limit(
+        cls,
+        version: int,
+        limit: Money,
+        period: str,
+        period_key: str | None,
+        *,
+        spent: Money,
+        next_spent: Money,
+    ) -> LimitGuard:
+        """A hard limit as read: the controls' `version`, the limit of `period`, and the
+        spend of the period `period_key` and of the next (each as its counter stood)."""
+        return cls(True, version, limit.micros, period, period_key, spent.micros, next_spent.micros)
+
     def reserved_cap(self, amount: Money) -> int | None:
         """The most the org may have in flight before this reservation (None without a hard
         limit); negative when the amount alone does not fit. Bounded by the larger of the two

@@ -34,16 +34,16 @@ class SessionStore(CredentialStore, UserRecords, Protocol):
 
 
 @dataclass(frozen=True)
-class SignedIn:
-    token: str = field(repr=False)  # the cookie value; never stored
+class LiveSession:
     session: Session
     user: User
 
 
 @dataclass(frozen=True)
-class LiveSession:
-    session: Session
-    user: User
+class SignedIn(LiveSession):
+    """A session just begun: with its token, which the sign-in answers once."""
+
+    token: str = field(repr=False)  # the cookie value; never stored
 
 
 @dataclass(eq=False)

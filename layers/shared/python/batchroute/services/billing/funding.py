@@ -19,7 +19,7 @@ the org's spending limit allow it?
 Both are read before the write, so neither is the final word: the decision carries a
 `LimitGuard` (domain/billing/spending_limit.py) that the reservation's own transaction asserts, so
 concurrent submits cannot together pass a hard limit. When that transaction is refused, the
-caller decides again on fresh reads. `guarded_reservation` is that decision with the items
+caller decides again on fresh reads. `Funds.guarded` is that decision with the items
 of its hold (the reservation bounded by the guard, and the guard's checks), for the holds
 taken apart from a batch's create (a rescue's overage, a golden-set regression run).
 
@@ -111,14 +111,8 @@ def decide(
         period_key=period_key,
         spent=spent,
         projected=projected,
-        guard=LimitGuard(
-            hard=controls.limit_mode == "hard",
-            version=controls.version,
-            limit_micros=limit.micros,
-            period=period,
-            period_key=period_key,
-            spent_micros=current.micros,
-            next_spent_micros=ahead.micros,
+        guard=LimitGuard.of_hard_limit(
+            controls.version, limit, period, period_key, spent=current, next_spent=ahead
         )
         if controls.limit_mode == "hard"
         else LimitGuard(),
@@ -213,29 +207,6 @@ class GuardedReservation:
     limit_checks: list[TransactItem]  # SpendingLimitChecks.items
 
 
-def guarded_reservation(
-    ledger: LedgerBook,
-    limit_checks: LimitChecks,
-    terms: ReservationTerms,
-    controls: BillingControls | None,
-    *,
-    org_id: str,
-    now: datetime,
-    surface: Surface = "batch",
-) -> GuardedReservation:
-    """Batch create's check of a hold of `terms.amount` (`Funding.check_funding`: its 402 or
-    403 raises), then the items that take it under the decision's guard
-    (`reserve_items(..., reserved_at_most=guard.reserved_cap(amount))` and
-    `limit_checks.items(org_id, guard)`). The caller writes them in one transaction (with
-    its own items, if any); refused because the funding moved, it decides again."""
-    decision = Funding(ledger).check_funding(org_id, terms.amount, controls, now=now, surface=surface)
-    guard = decision.guard
-    reservation = ledger.reserve_items(
-        org_id, terms, at=isoformat(now), reserved_at_most=guard.reserved_cap(terms.amount)
-    )
-    return GuardedReservation(decision, reservation, limit_checks.items(org_id, guard))
-
-
 @dataclass(eq=False)
 class Funds:
     """An org's credit as the services that hold and charge it reach it (batch create, a
@@ -260,10 +231,18 @@ class Funds:
         now: datetime,
         surface: Surface = "batch",
     ) -> GuardedReservation:
-        """`guarded_reservation` on this org's ledger and limit checks."""
-        return guarded_reservation(
-            self.ledger, self.limit_checks, terms, controls, org_id=org_id, now=now, surface=surface
+        """The check of a hold of `terms.amount`, as batch create checks a batch's
+        (`Funding.check_funding`: its 402 or 403 raises), then the items that take it under
+        the decision's guard (`reserve_items(..., reserved_at_most=guard.reserved_cap(amount))`
+        and `limit_checks.items(org_id, guard)`). The caller writes them in one transaction
+        (with its own items, if any); refused because the funding moved, it decides again."""
+        ledger = self.ledger
+        decision = Funding(ledger).check_funding(org_id, terms.amount, controls, now=now, surface=surface)
+        guard = decision.guard
+        reservation = ledger.reserve_items(
+            org_id, terms, at=isoformat(now), reserved_at_most=guard.reserved_cap(terms.amount)
         )
+        return GuardedReservation(decision, reservation, self.limit_checks.items(org_id, guard))
 
     def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None:
         """Tell the watch (when there is one) that the org's wallet moved; never raises."""

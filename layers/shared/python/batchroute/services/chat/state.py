@@ -176,14 +176,13 @@ class HoldKeeper:
         key = period_keys(now, controls.limit_timezone)[period]
         if key not in asked or next_period_key(key) not in asked:  # not the zone the cache guessed
             _, spent = self.store.limit_inputs(org_id, _with_next([key]))
-        guard = LimitGuard(
-            hard=True,
-            version=controls.version,
-            limit_micros=limit.micros,
-            period=period,
-            period_key=key,
-            spent_micros=spent.get(key, 0),
-            next_spent_micros=spent.get(next_period_key(key), 0),
+        guard = LimitGuard.of_hard_limit(
+            controls.version,
+            limit,
+            period,
+            key,
+            spent=Money(spent.get(key, 0)),
+            next_spent=Money(spent.get(next_period_key(key), 0)),
         )
         with self._lock:
             self._hard[org_id] = _HardLimit(guard, controls)

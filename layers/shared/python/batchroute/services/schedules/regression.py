@@ -7,7 +7,7 @@ schedule without its own golden set uses its input source's preset's.
 
 It is paid work, charged like direct chat: the estimate (every item on every lane, at the
 lanes' direct prices, at most GOLDEN_MAX_OUTPUT output tokens each) is held from the wallet
-first, under the org's spending limit as every hold is (`guarded_reservation`: batch
+first, under the org's spending limit as every hold is (`Funds.guarded`: batch
 create's check, then the reservation bounded by the hard limit's room and its checks in ONE
 transaction, decided again when the wallet or the limit moved): 402 `insufficient_credits`
 when it does not fit the wallet, 403 `spending_limit_reached` when it would take the
@@ -254,7 +254,7 @@ class RegressionRuns:
         return regression
 
     def _hold(self, org_id: str, terms: ReservationTerms) -> None:
-        """Hold the run's estimate as batch create holds a batch's (`guarded_reservation`): the
+        """Hold the run's estimate as batch create holds a batch's (`Funds.guarded`): the
         402 / 403 of the check raises; a hold refused because the wallet or the limit moved
         since the reads is decided again on fresh ones."""
 

@@ -100,7 +100,7 @@ class RescueOverage:
         return False
 
     def _hold_once(self, batch: BatchRecord, hold_id: str, amount: Money, cap: Money) -> None:
-        """Batch create's check (`guarded_reservation`: the 402 it raises is a refusal here),
+        """Batch create's check (`Funds.guarded`: the 402 it raises is a refusal here),
         then the hold in ONE transaction with its limit guard."""
         org_id = batch.org_id
         terms = ReservationTerms(
