@@ -20,8 +20,9 @@ Both are read before the write, so neither is the final word: the decision carri
 `LimitGuard` (domain/billing/spending_limit.py) that the reservation's own transaction asserts, so
 concurrent submits cannot together pass a hard limit. When that transaction is refused, the
 caller decides again on fresh reads. `Funds.guarded` is that decision with the items
-of its hold (the reservation bounded by the guard, and the guard's checks), for the holds
-taken apart from a batch's create (a rescue's overage, a golden-set regression run).
+of its hold (the reservation bounded by the guard, and the guard's checks), for every hold:
+a batch's create, a rescue's overage, a golden-set regression run (a chat hold keeps its
+limit guard cached: services/chat/state.py).
 
 A quote reserves nothing and is never refused for the limit; `LimitPreview` gives it the same
 rule as a preflight warning instead (`spending_limit_exceeded`, docs/billing-controls.md):
