@@ -201,9 +201,11 @@ class _Chunk:
     def todo(self) -> list[tuple[int, BatchItem]]:
         return [(seq, item) for seq, item in self.kept if seq not in self.results]
 
-    def tally(self, *, canceled: int = 0) -> ChunkTally:
-        """The chunk's items, its answered ones (completed, failed) and the usage of the completed."""
-        tally = ChunkTally(position=self.position, items=self.size, canceled=canceled)
+    def tally(self, *, canceled: int = 0, writer: str | None = None) -> ChunkTally:
+        """The chunk's items, its answered ones (completed, failed) and the usage of the
+        completed; with `writer`, the note of the result file they are of."""
+        note = result_writer_note(self.number, writer) if writer is not None else None
+        tally = ChunkTally(position=self.position, items=self.size, canceled=canceled, result_writer=note)
         for line in self.results.values():
             tally.add(line)
         return tally
@@ -453,7 +455,7 @@ class LaneExecutor:
         if self._finished_elsewhere(batch_id, lane_key, chunk):
             return
         writer = self._write_results(batch_id, lane_key, chunk)
-        tally = self._noted(chunk.tally(canceled=canceled), chunk, writer)
+        tally = chunk.tally(canceled=canceled, writer=writer)
         if not self.progress.finish_chunk(batch_id, lane_key, tally, at=self._now()):
             self._drop_unnoted(batch_id, lane_key, chunk, writer)
         self._drop_partial(batch_id, lane_key, chunk)
@@ -484,15 +486,6 @@ class LaneExecutor:
             result_chunk_key(batch_id, lane_key, chunk.number, writer), chunk.sorted_lines()
         )
         return writer
-
-    @staticmethod
-    def _noted(tally: ChunkTally, chunk: _Chunk, writer: str | None) -> ChunkTally:
-        """The chunk's counts with the note of the result file they are of."""
-        return (
-            tally
-            if writer is None
-            else replace(tally, result_writer=result_writer_note(chunk.number, writer))
-        )
 
     def _drop_unnoted(self, batch_id: str, lane_key: str, chunk: _Chunk, writer: str | None) -> None:
         """This worker's result file of a chunk another finished first: never read, deleted."""
@@ -732,9 +725,9 @@ class LaneExecutor:
         if self._finished_elsewhere(batch_id, lane.lane_key, chunk):
             return False
         writer = self._write_results(batch_id, lane.lane_key, chunk)
-        tally = self._noted(chunk.tally(), chunk, writer)
         handed = self.progress.hand_over(
-            batch_id, HandOver(lane.lane_key, successor, tally, message, self._now(), rest)
+            batch_id,
+            HandOver(lane.lane_key, successor, chunk.tally(writer=writer), message, self._now(), rest),
         )
         if not handed:
             self._drop_unnoted(batch_id, lane.lane_key, chunk, writer)
