@@ -170,9 +170,10 @@ def _workflow(budget_ms: Any = None) -> BatchWorkflow:
             catalog=builtin_catalog(),
             clock=clock,
             continuations=TaskQueue(settings.queue_urls["lanes"]),
+            policies=Wiring(settings, clock).route_policies,
             budget=lambda: TimeBudget(300, remaining_millis=budget_ms()),
         )
-        pipeline = Pipeline(pipeline.planner, lanes, pipeline.finalizer, pipeline.settlement)
+        pipeline = Pipeline(pipeline.planner, lanes, pipeline.finalizer, pipeline.settlement, pipeline.intake)
     return BatchWorkflow(_records(), clock, pipeline=pipeline)
 
 

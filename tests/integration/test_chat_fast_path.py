@@ -92,7 +92,7 @@ def _direct(
         clock=clock,
         options=DirectOptions(checkpoint_seconds=2),
         limiter=limiter,
-        policies=policies,
+        policies=policies or PolicyReader(RoutePolicyStore(controls), clock),
         early=early,
     )
     return direct, limiter

@@ -23,6 +23,7 @@ from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, SystemClock
 from batchroute.config import get_settings
@@ -45,6 +46,7 @@ from batchroute.providers.simulated import SimulatedSyncProvider
 from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOptions
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.routing.policy import PolicyReader
 from batchroute.services.workflow.sweeper import HoldSweepReport, resolve_stale_chat_holds
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -121,6 +123,7 @@ def _direct(provider: ScriptedProvider, clock: FixedClock | SystemClock) -> tupl
         controls=ControlsStore(settings.table_name("controls")),
         guards=guards_for(settings),
         clock=clock,
+        policies=PolicyReader(RoutePolicyStore(settings.table_name("controls")), clock),
         options=DirectOptions(checkpoint_seconds=2),
     )
     return direct, store

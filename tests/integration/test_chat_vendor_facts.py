@@ -14,6 +14,7 @@ from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
@@ -23,6 +24,7 @@ from batchroute.providers.base import ProviderRequest, ProviderUnavailable, Stre
 from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.chat.direct import DirectChat, DirectOptions
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.routing.policy import PolicyReader
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store
 from tests.integration.batch_pipeline_support import heartbeat_all_lanes
@@ -73,6 +75,7 @@ def _direct(catalog: Catalog, provider: Recording) -> DirectChat:
         controls=ControlsStore(settings.table_name("controls")),
         guards=guards_for(settings),
         clock=clock,
+        policies=PolicyReader(RoutePolicyStore(settings.table_name("controls")), clock),
         options=DirectOptions(checkpoint_seconds=2),
     )
 

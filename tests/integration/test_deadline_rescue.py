@@ -151,6 +151,7 @@ class Run:
             registry=registry,
             catalog=builtin_catalog(),
             clock=self.clock,
+            policies=Wiring(settings, self.clock).route_policies,
             events=Wiring(settings, self.clock).webhook_delivery,
             overage=overage or Wiring(settings, self.clock).rescue_overage,
         )
@@ -163,6 +164,7 @@ class Run:
             catalog=builtin_catalog(),
             clock=self.clock,
             continuations=TaskQueue(settings.queue_urls["lanes"]),
+            policies=Wiring(settings, self.clock).route_policies,
             sleeper=hour_later if inline else lambda _: None,
             monotonic=(lambda: 0.0) if inline else lambda: float(next(ticks)),
             budget=lambda: TimeBudget(900, remaining_millis=lambda: time_left_ms),
@@ -172,7 +174,9 @@ class Run:
         self.workflow = BatchWorkflow(
             self.records,
             self.clock,
-            pipeline=Pipeline(pipeline.planner, lanes, pipeline.finalizer, pipeline.settlement),
+            pipeline=Pipeline(
+                pipeline.planner, lanes, pipeline.finalizer, pipeline.settlement, pipeline.intake
+            ),
         )
 
     def task(self, step: str, **extra: Any) -> WorkflowTask:
@@ -771,6 +775,7 @@ def test_an_overage_hold_refused_by_its_own_write_leaves_the_rescue_within_the_r
         records=wiring.batch_records,
         funds=Funds(LedgerStore(get_settings().table_name("ledger")), wiring.controls, wiring.limit_checks),
         clock=SystemClock(),
+        work_orders=wiring.work_orders,
     )
     run = Run(stack, created, overage=racing)
     lane = run.first_invocation()

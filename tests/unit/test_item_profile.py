@@ -303,6 +303,9 @@ def quotes(cat: Catalog) -> QuoteService:
         settings=Settings(environment="test"),
         guards=RoutingGuards(),
         clock=FixedClock(NOW),
+        policies=unused,
+        presets=unused,
+        limits=unused,
     )
 
 

@@ -52,7 +52,7 @@ from batchroute.domain.delivery.webhook_targets import (
     public_url_check,
     webhook_target_problems,
 )
-from batchroute.domain.request_fields import IDEMPOTENCY_KEY_LENGTH, invalid
+from batchroute.domain.request_fields import IDEMPOTENCY_KEY_LENGTH
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.gates import Exclusions, RouteRequest, RoutingFields, RoutingMode
 from batchroute.domain.work_orders.work_orders import WorkOrder
@@ -168,7 +168,8 @@ class BatchService:
     seal_webhook: WebhookSealer
     settings: WebhookUrlRules
     clock: Clock
-    work_orders: WorkOrderJoins | None = None
+    # required, so that no wiring takes a member in without its work order counting it
+    work_orders: WorkOrderJoins
     # a canceled batch goes on the retention GC's index due this long after (docs/retention.md)
     retention_grace: timedelta = timedelta(hours=72)
 
@@ -203,7 +204,7 @@ class BatchService:
         try:
             batch = self._record(principal, command, priced, batch_id, surface, webhook, work_order)
             answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
-            joins = self.work_orders.join_items(batch) if work_order is not None and self.work_orders else []
+            joins = self.work_orders.join_items(batch) if work_order is not None else []
             submit = _Submit(
                 principal,
                 key,
@@ -230,7 +231,7 @@ class BatchService:
         try:
             controls, _ = self._fund(submit)
         except ExtraItemRefused:
-            if work_order is None or self.work_orders is None:
+            if work_order is None:
                 raise
             raise self.work_orders.refused(submit.principal.org_id, work_order.work_order_id) from None
         return controls
@@ -308,8 +309,6 @@ class BatchService:
     def _work_order(self, principal: Principal, work_order_id: str | None) -> WorkOrder | None:
         if work_order_id is None:
             return None
-        if self.work_orders is None:
-            raise invalid("work_order_id", "Work orders are not available here.")
         return self.work_orders.joining(principal.org_id, work_order_id)
 
     def _price(self, principal: Principal, command: CreateBatch, batch_id: str, surface: Surface) -> _Priced:

@@ -207,10 +207,11 @@ class QuoteService:
     settings: WebhookUrlRules
     guards: RoutingGuards
     clock: Clock
+    # The org's route policy: required, so that no wiring quotes around it.
+    policies: OrgPolicies
+    presets: Resolver  # a `preset` the request or an item names is applied, never ignored
+    limits: LimitWarnings  # a quote that would pass a spending limit says so
     resolve: Callable[[str, int], list[str]] | None = None
-    policies: OrgPolicies | None = None
-    presets: Resolver | None = None
-    limits: LimitWarnings | None = None
 
     def reading(self, files: FileItems) -> QuoteService:
         """The same service reading `input_file_id`s from `files` (the compat surface reads
@@ -324,7 +325,7 @@ class QuoteService:
         `excluded_lanes`: lanes the service rules out (regression, a workflow's contract).
         `profile` (`file_profile`): the input file's item profile, which stands in for reading
         `items` when every item would pass its lane checks (`Preflight.from_profile`)."""
-        policy = self.policies.current(org_id) if self.policies is not None and org_id else None
+        policy = self.policies.current(org_id) if org_id else None
         routing = quote.routing
         combined = combine(policy, routing.excluding(excluded_lanes), mode_given=routing.mode_given)
         request, guards = combined.request, guarded(self.guards, policy)
@@ -468,8 +469,6 @@ class QuoteService:
         return snapshot
 
     def _check_policy_unchanged(self, principal: Principal, snapshot: QuoteSnapshot) -> None:
-        if self.policies is None:
-            return
         policy = self.policies.current(principal.org_id)
         current = policy.version if policy else 0
         if snapshot.policy_version != current:
@@ -513,7 +512,7 @@ class QuoteService:
 
     def with_preset(self, principal: Principal, quote: QuoteRequest) -> QuoteRequest:
         """A request naming a batch-wide `preset`: its routing settings fill the request's own."""
-        if self.presets is None or quote.preset is None:
+        if quote.preset is None:
             return quote
         filled = PresetExpander(self.presets, principal.org_id).request(quote.preset_fields())
         return quote.with_routing(Routing.parse(filled))
@@ -533,8 +532,6 @@ class QuoteService:
 
     def expand_items(self, org_id: str, preset: object, items: ItemSource) -> ItemSource:
         """The items with the presets they (or the request's `preset`) name applied, each loaded once."""
-        if self.presets is None:
-            return items
         return PresetExpander(self.presets, org_id).items(items, default=preset)
 
     def _store(
@@ -577,7 +574,7 @@ class QuoteService:
         """The quote as the API shows it."""
         available = self.balances.balance(principal.org_id)
         warnings = list(planned.warnings)
-        limit = self.limits.limit_warning(principal.org_id, planned.price.total) if self.limits else None
+        limit = self.limits.limit_warning(principal.org_id, planned.price.total)
         if limit is not None:
             warnings.append(limit)
         return {

@@ -267,9 +267,10 @@ class DirectChat:
     controls: ControlsReader
     guards: RoutingGuards
     clock: Clock
+    # The org's route policy: required, so that no wiring routes around it.
+    policies: OrgPolicies
     options: DirectOptions = field(default_factory=DirectOptions)
     watch: MoneyWatch | None = None
-    policies: OrgPolicies | None = None
     # The caller's rate limit, counted in the hold's transaction; without it the caller
     # was checked before `open` (auth.current_principal).
     limiter: RateLimiter | None = None
@@ -291,7 +292,7 @@ class DirectChat:
         """The plan and the route policy version it was made under (None: no policy applied):
         the per-process cached copy, or with `fresh` the stored one (after the hold found the
         copy out of date)."""
-        if self.policies is None or not org_id:
+        if not org_id:
             return self._plan(request, None), None
         policy = self.policies.current(org_id) if fresh else self.policies.cached(org_id)
         return self._plan(request, policy), policy_version(policy)
@@ -534,13 +535,12 @@ class DirectChat:
         route policy once its copy is stale, and the rate limit's previous-window counts if
         the hold's check had to assume them."""
         self.lanes.refresh_if_due()
-        if self.policies is not None:
-            # re-read once the copy is CACHE_SECONDS old, so a change saved elsewhere reaches
-            # this process without a request paying for it (the hold's check stays exact)
-            try:
-                self.policies.refresh_if_stale(call.principal.org_id)
-            except Exception:  # the old copy stays; the hold's version check guards it
-                logger.warning("route policy refresh failed", exc_info=True)
+        # re-read once the copy is CACHE_SECONDS old, so a change saved elsewhere reaches
+        # this process without a request paying for it (the hold's check stays exact)
+        try:
+            self.policies.refresh_if_stale(call.principal.org_id)
+        except Exception:  # the old copy stays; the hold's version check guards it
+            logger.warning("route policy refresh failed", exc_info=True)
         if call.rate is not None and self.limiter is not None:
             self.limiter.learn(call.rate)
 

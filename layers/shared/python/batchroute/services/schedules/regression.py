@@ -129,8 +129,9 @@ class RegressionRuns:
     clock: Clock
     # The org's route policy: required, so that no wiring runs golden sets around it.
     policies: OrgPolicies
-    presets: Resolver | None = None
-    preset_benchmarks: PresetBenchmarks | None = None
+    # a golden set's input naming a preset runs with it; a preset's run records its benchmark
+    presets: Resolver
+    preset_benchmarks: PresetBenchmarks
     # Each provider call's time-out (the read's; the connection's on top): the run's deadline.
     call_timeout_seconds: float = GOLDEN_CALL_TIMEOUT_SECONDS
 
@@ -169,8 +170,6 @@ class RegressionRuns:
     def for_preset(self, preset: PresetVersion, *, trigger: str) -> RegressionRunView:
         """A preset version's run: the preset applied to each golden input; the benchmark
         under the preset version (no exclusions: a preset routes nothing by itself)."""
-        if self.preset_benchmarks is None:
-            raise RuntimeError("RegressionRuns wired without preset benchmarks")
         subject = RegressionSubject(
             org_id=preset.org_id,
             owner={"preset": preset.name},
@@ -274,7 +273,7 @@ class RegressionRuns:
     def schedule_preset(self, schedule: Schedule) -> PresetVersion | None:
         """The preset the schedule's input source names, when it resolves now."""
         ref = schedule.input_source.preset
-        if ref is None or self.presets is None:
+        if ref is None:
             return None
         try:
             return self.presets.resolve(schedule.org_id, ref)

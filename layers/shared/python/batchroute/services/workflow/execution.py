@@ -242,6 +242,8 @@ class LaneExecutor:
     catalog: Catalog
     clock: Clock
     continuations: TaskSender | None
+    # The org's route policy as it stands: a failover never leaves it (docs/routing-policy.md)
+    policies: OrgPolicies
     limits: LaneLimits = field(default_factory=LaneLimits)
     sleeper: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
@@ -249,8 +251,6 @@ class LaneExecutor:
     capacity: Capacity | None = None
     availability: LaneAvailability | None = None
     rescue: DeadlineRescue | None = None
-    # The org's route policy as it stands: a failover never leaves it (docs/routing-policy.md)
-    policies: OrgPolicies | None = None
 
     def _budget(self) -> TimeBudget:
         return self.budget() if self.budget is not None else TimeBudget(self.limits.fallback_seconds)
@@ -678,7 +678,7 @@ class LaneExecutor:
             return
         message = lane_failure_message(lane, error)
         used = {other.lane_id for other in self.records.lanes(batch_id)}
-        policy = in_force(self.policies.current(batch.org_id)) if self.policies is not None else None
+        policy = in_force(self.policies.current(batch.org_id))
         candidates = [
             candidate
             for candidate, _ in handover_lanes(

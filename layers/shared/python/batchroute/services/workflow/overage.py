@@ -57,7 +57,8 @@ class RescueOverage:
     records: OverageRecords
     funds: Funds
     clock: Clock
-    work_orders: OverageMembership | None = None
+    # required, so that no wiring holds a member's overage without its work order counting it
+    work_orders: OverageMembership
 
     def fresh(self, batch: BatchRecord) -> BatchRecord:
         """The batch as it stands (its overage holds: another lane's rescue may have taken one)."""
@@ -115,6 +116,6 @@ class RescueOverage:
                 cap=cap,
                 reservation=held.reservation,
                 limit_checks=held.limit_checks,
-                membership=self.work_orders.overage_items(batch, amount.micros) if self.work_orders else (),
+                membership=self.work_orders.overage_items(batch, amount.micros),
             )
         )

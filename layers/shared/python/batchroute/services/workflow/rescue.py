@@ -115,11 +115,11 @@ class DeadlineRescue:
     registry: ProviderRegistry
     catalog: Catalog
     clock: Clock
+    # The org's route policy as it stands: a rescue never leaves it (docs/routing-policy.md)
+    policies: OrgPolicies
     events: RescueEvents | None = None
     min_observation_seconds: float = MIN_OBSERVATION_SECONDS  # settings: rescue_min_observation_seconds
     overage: RescueOverage | None = None  # allow_overage's second hold; None: no overage is ever held
-    # The org's route policy as it stands: a rescue never leaves it (docs/routing-policy.md)
-    policies: OrgPolicies | None = None
     _declined: dict[tuple[str, str], datetime] = field(default_factory=dict, init=False)
 
     # -- is it due, and what then ------------------------------------------------------------
@@ -242,7 +242,7 @@ class DeadlineRescue:
     ) -> list[RescueOption]:
         """The group's eligible lanes that run items one by one (sync), at their own prices."""
         options = []
-        policy = in_force(self.policies.current(batch.org_id)) if self.policies is not None else None
+        policy = in_force(self.policies.current(batch.org_id))
         groups = plan_groups(batch.plan)
         for candidate, found in handover_lanes(groups, lane.model, used, self.catalog, policy):
             if self.registry.execution_mode(found.provider) == "batch_api":

@@ -84,7 +84,8 @@ class Settlement:
     artifacts: BatchFiles
     fees: FeeSchedule
     clock: Clock
-    work_orders: WorkOrderMembers | None = None
+    # required, so that no wiring settles a member without its work order counting it
+    work_orders: WorkOrderMembers
     references: References | None = None
 
     def settle(self, batch: BatchRecord) -> SettleOutput:
@@ -154,8 +155,6 @@ class Settlement:
         (an attach racing this Settle either landed before, and is seen, or is refused by its
         `settled_at` condition), so a batch in no work order costs no read here. The member is
         read again for its state and counts after the transition above."""
-        if self.work_orders is None:
-            return
         settled = self.records.get(batch_id)
         if settled is None or settled.work_order_id is None:
             return

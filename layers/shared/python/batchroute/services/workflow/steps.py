@@ -71,7 +71,7 @@ class Pipeline:
     lanes: LaneExecutor
     finalizer: Finalizer
     settlement: Settlement
-    intake: InputIntake | None = None
+    intake: InputIntake
     continuations: TaskSender | None = None
 
 
@@ -156,10 +156,7 @@ class BatchWorkflow:
 
     def intake(self, task: WorkflowTask) -> IntakeOutput:
         self._journal(task)
-        intake = self._pipeline().intake
-        if intake is None:
-            raise PipelineNotWired("this worker has no intake")
-        return intake.run(self._batch(task))
+        return self._pipeline().intake.run(self._batch(task))
 
     def _finalized(self, task: WorkflowTask, batch: BatchRecord) -> FinalizeOutput | None:
         """Finalize as far as this invocation's time goes; None after re-enqueueing the task
