@@ -171,6 +171,8 @@ def _workflow(budget_ms: Any = None) -> BatchWorkflow:
             clock=clock,
             continuations=TaskQueue(settings.queue_urls["lanes"]),
             policies=Wiring(settings, clock).route_policies,
+            capacity=pipeline.lanes.capacity,
+            rescue=pipeline.lanes.rescue,
             budget=lambda: TimeBudget(300, remaining_millis=budget_ms()),
         )
         pipeline = Pipeline(pipeline.planner, lanes, pipeline.finalizer, pipeline.settlement, pipeline.intake)

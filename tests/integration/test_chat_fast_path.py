@@ -39,6 +39,7 @@ from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOption
 from batchroute.services.chat.early_start import EarlyStarts
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 from batchroute.services.routing.policy import CACHE_SECONDS, PolicyReader, RoutePolicyService
+from batchroute.wiring import Wiring
 from batchroute_tools.local import moto_transactions
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -93,6 +94,7 @@ def _direct(
         options=DirectOptions(checkpoint_seconds=2),
         limiter=limiter,
         policies=policies or PolicyReader(RoutePolicyStore(controls), clock),
+        watch=Wiring(settings, clock).billing_watch,
         early=early,
     )
     return direct, limiter

@@ -48,6 +48,7 @@ from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOption
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 from batchroute.services.routing.policy import PolicyReader
 from batchroute.services.workflow.sweeper import HoldSweepReport, resolve_stale_chat_holds
+from batchroute.wiring import Wiring
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -124,6 +125,7 @@ def _direct(provider: ScriptedProvider, clock: FixedClock | SystemClock) -> tupl
         guards=guards_for(settings),
         clock=clock,
         policies=PolicyReader(RoutePolicyStore(settings.table_name("controls")), clock),
+        watch=Wiring(settings, clock).billing_watch,
         options=DirectOptions(checkpoint_seconds=2),
     )
     return direct, store

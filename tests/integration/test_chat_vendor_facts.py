@@ -25,6 +25,7 @@ from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.chat.direct import DirectChat, DirectOptions
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 from batchroute.services.routing.policy import PolicyReader
+from batchroute.wiring import Wiring
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store
 from tests.integration.batch_pipeline_support import heartbeat_all_lanes
@@ -76,6 +77,7 @@ def _direct(catalog: Catalog, provider: Recording) -> DirectChat:
         guards=guards_for(settings),
         clock=clock,
         policies=PolicyReader(RoutePolicyStore(settings.table_name("controls")), clock),
+        watch=Wiring(settings, clock).billing_watch,
         options=DirectOptions(checkpoint_seconds=2),
     )
 

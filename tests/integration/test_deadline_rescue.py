@@ -165,6 +165,7 @@ class Run:
             clock=self.clock,
             continuations=TaskQueue(settings.queue_urls["lanes"]),
             policies=Wiring(settings, self.clock).route_policies,
+            capacity=Wiring(settings, self.clock).lane_states,
             sleeper=hour_later if inline else lambda _: None,
             monotonic=(lambda: 0.0) if inline else lambda: float(next(ticks)),
             budget=lambda: TimeBudget(900, remaining_millis=lambda: time_left_ms),
@@ -773,7 +774,12 @@ def test_an_overage_hold_refused_by_its_own_write_leaves_the_rescue_within_the_r
     wiring = Wiring(get_settings(), SystemClock())
     racing = _DrainedMeanwhile(
         records=wiring.batch_records,
-        funds=Funds(LedgerStore(get_settings().table_name("ledger")), wiring.controls, wiring.limit_checks),
+        funds=Funds(
+            LedgerStore(get_settings().table_name("ledger")),
+            wiring.controls,
+            wiring.limit_checks,
+            wiring.billing_watch,
+        ),
         clock=SystemClock(),
         work_orders=wiring.work_orders,
     )

@@ -54,7 +54,9 @@ def _ledger() -> LedgerStore:
 
 
 def _funds() -> Funds:
-    return Funds(_ledger(), ControlsStore(get_settings().table_name("controls")), _checks())
+    """The funds a hold is decided with (`guarded`: its watch is never told)."""
+    unused: Any = None
+    return Funds(_ledger(), ControlsStore(get_settings().table_name("controls")), _checks(), unused)
 
 
 def _checks() -> SpendingLimitChecks:

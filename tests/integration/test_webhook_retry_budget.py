@@ -18,13 +18,12 @@ from batchroute.clock import FixedClock, isoformat
 from batchroute.domain.delivery.webhooks import AttemptOutcome, delivery_id_for
 from batchroute.services.delivery.webhooks import RETRY_BUDGET_SECONDS, WebhookDelivery
 from batchroute.services.workflow.retention_gc import ReclaimReport
-from batchroute.services.workflow.sweeper import Sweeper
 from tests.integration.principals import TestOrg
 from tests.integration.test_webhook_delivery import clock as clock  # the fixtures
 from tests.integration.test_webhook_delivery import deliveries, put_batch, set_org_webhook
 from tests.integration.test_webhook_delivery import org as org
 from tests.integration.test_webhook_delivery import service as service
-from tests.unit.test_delivery_targets import NoSweepWork
+from tests.unit.test_delivery_targets import idle_sweeper
 
 ATTEMPT_SECONDS = 10.0  # the sender's deadline: the longest an attempt can take
 BATCHES = [f"batch_slow_{n}" for n in range(5)]
@@ -128,20 +127,8 @@ def test_a_sweep_with_slow_receivers_still_runs_its_other_duties(
             ran.append("retention")
             return ReclaimReport()
 
-    sweeper = Sweeper(
-        refresh_heartbeats=lambda: SimpleNamespace(refreshed=[]),
-        batches=NoSweepWork(),  # type: ignore[arg-type]
-        workflows=NoSweepWork(),
-        ledger=NoSweepWork(),
-        chat_holds=None,  # type: ignore[arg-type]
-        catalog=None,  # type: ignore[arg-type]
-        controls=None,  # type: ignore[arg-type]
-        webhooks=webhooks,
-        clock=clock,
-        stale_hold_seconds=300,
-        billing_webhooks=Duty(),
-        bucket_deliveries=Duty(),
-        retention=Duty(),
+    sweeper = idle_sweeper(
+        webhooks=webhooks, clock=clock, billing_webhooks=Duty(), bucket_deliveries=Duty(), retention=Duty()
     )
     # When the sweep runs
     started = monotonic()

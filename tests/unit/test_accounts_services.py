@@ -123,6 +123,16 @@ class FailingMailer:
         raise RuntimeError("SES is down")
 
 
+class NeverLocked:
+    """A sign-in lockout that never locks (its rules: tests/integration/test_login_lockout.py)."""
+
+    def check(self, email: str) -> None:
+        return None
+
+    def failed(self, email: str, user: User | None) -> None:
+        return None
+
+
 class CountingFloor(ResponseFloor):
     def __init__(self) -> None:
         super().__init__(0)
@@ -159,7 +169,12 @@ class World:
             clock=self.clock,
         )
         self.sessions = Sessions(
-            self.store, self.passwords, environment="local", secret=lambda: SECRET, clock=self.clock
+            self.store,
+            self.passwords,
+            environment="local",
+            secret=lambda: SECRET,
+            clock=self.clock,
+            lockout=NeverLocked(),  # type: ignore[arg-type]
         )
         self.reset = PasswordReset(
             self.store,

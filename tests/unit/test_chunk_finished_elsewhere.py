@@ -48,7 +48,9 @@ class Artifacts:
 
 
 def executor(progress: Progress, artifacts: Artifacts) -> LaneExecutor:
-    unused: dict[str, Any] = dict.fromkeys(("records", "registry", "catalog", "continuations", "policies"))
+    unused: dict[str, Any] = dict.fromkeys(
+        ("records", "registry", "catalog", "continuations", "policies", "capacity", "rescue")
+    )
     return LaneExecutor(
         progress=progress,  # type: ignore[arg-type]
         artifacts=artifacts,  # type: ignore[arg-type]

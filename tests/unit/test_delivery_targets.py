@@ -46,7 +46,9 @@ from batchroute.domain.delivery.targets import (
 )
 from batchroute.errors import InvalidRequest
 from batchroute.services.batches.launch import LaunchReport
+from batchroute.services.billing.auto_topup import TopupSweep
 from batchroute.services.delivery.targets import DeliveryTargets
+from batchroute.services.workflow.retention_gc import ReclaimReport
 from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.services.workflow.sweeper import Sweeper
 from batchroute.workflow.tasks import WorkflowTask
@@ -449,10 +451,39 @@ class Report:
 
 
 class NoSweepWork:
-    """The sweeper's batches, workflows and ledger with nothing due (for tests of its other duties)."""
+    """Every duty of the sweeper with nothing due (for tests of the one under test): its
+    batches, workflows and ledger, billing webhooks, bucket deliveries, retention, schedules,
+    file checks, regression holds and auto top-ups; a balance watch that hears nothing."""
 
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
         return []
+
+    def retry_due(self) -> Report:
+        return Report()
+
+    def enqueue_due(self) -> Report:
+        return Report()
+
+    def collect(self) -> ReclaimReport:
+        return ReclaimReport()
+
+    def fire_due(self, *, limit: int = 100) -> dict[str, list[str]]:
+        return {"created": []}
+
+    def resend_due(self, *, limit: int = 100) -> list[str]:
+        return []
+
+    def due_holds(self, now_iso: str, *, purpose: Any = None, limit: int = 100) -> list[Any]:
+        return []
+
+    def release(self, org_id: str, reservation_id: str, *, at: str, memo: str) -> Any:
+        raise AssertionError("no hold is due")
+
+    def sweep(self, *, limit: int = 50) -> TopupSweep:
+        return TopupSweep()
+
+    def moved(self, org_id: str, *, at: datetime, controls: Any = None) -> None:
+        return None
 
     def open_holds(self, *args: Any, **kwargs: Any) -> list[Any]:
         return []
@@ -474,21 +505,25 @@ class DueBuckets:
 
 def _sweeper(webhooks: Any, bucket_deliveries: Any, *, billing_webhooks: Any = None) -> Sweeper:
     """A sweeper with nothing due but its `webhooks`, `bucket_deliveries` and `billing_webhooks`."""
-    idle = NoSweepWork()
-    return Sweeper(
-        refresh_heartbeats=lambda: Report(),
-        batches=idle,  # type: ignore[arg-type]
-        workflows=idle,
-        ledger=idle,
-        chat_holds=None,  # type: ignore[arg-type]
-        catalog=None,  # type: ignore[arg-type]
-        controls=None,  # type: ignore[arg-type]
-        webhooks=webhooks,
-        clock=FixedClock(),
-        stale_hold_seconds=300,
-        bucket_deliveries=bucket_deliveries,
-        billing_webhooks=billing_webhooks,
-    )
+    given = {"webhooks": webhooks, "bucket_deliveries": bucket_deliveries}
+    return idle_sweeper(**given, **({"billing_webhooks": billing_webhooks} if billing_webhooks else {}))
+
+
+def idle_sweeper(**duties: Any) -> Sweeper:
+    """A sweeper with nothing due but the `duties` given (its fields by name)."""
+    idle: Any = NoSweepWork()
+    each = ("batches", "workflows", "ledger", "webhooks", "topups", "retention", "bucket_deliveries")
+    more = ("billing_webhooks", "watch", "schedules", "file_checks", "regression_holds")
+    unused: Any = None  # never reached: the ledger has no open hold
+    fields = {
+        **dict.fromkeys((*each, *more), idle),
+        "chat_holds": unused,
+        "catalog": unused,
+        "controls": unused,
+        "clock": FixedClock(),
+        **duties,
+    }
+    return Sweeper(refresh_heartbeats=lambda: Report(), stale_hold_seconds=300, **fields)
 
 
 def test_the_sweep_queues_due_bucket_deliveries() -> None:

@@ -237,7 +237,7 @@ class Watch:
 def test_a_hold_under_a_hard_limit_is_bounded_by_the_limits_room_and_carries_its_checks() -> None:
     # Given 100 USD, 30 spent today under a hard daily limit of 50
     ledger = HoldingLedger("100", spend={"D#2026-11-21": "30"})
-    funds = Funds(ledger, None, GuardChecks())  # type: ignore[arg-type]
+    funds = Funds(ledger, None, GuardChecks(), None)  # type: ignore[arg-type]
     terms = ReservationTerms(reservation_id="res_1", amount=Money.usd("15"), purpose="batch", ref="b1")
     # When a 15 USD hold is decided
     held = funds.guarded(terms, limit("hard", "50"), org_id=ORG, now=NOW)
@@ -248,19 +248,18 @@ def test_a_hold_under_a_hard_limit_is_bounded_by_the_limits_room_and_carries_its
 
 
 def test_a_hold_past_a_hard_limit_is_refused_before_any_item_is_built() -> None:
-    funds = Funds(HoldingLedger("100", spend={"D#2026-11-21": "40"}), None, GuardChecks())  # type: ignore[arg-type]
+    funds = Funds(HoldingLedger("100", spend={"D#2026-11-21": "40"}), None, GuardChecks(), None)  # type: ignore[arg-type]
     terms = ReservationTerms(reservation_id="res_1", amount=Money.usd("15"), purpose="regression", ref="r1")
     with pytest.raises(Forbidden) as refused:
         funds.guarded(terms, limit("hard", "50"), org_id=ORG, now=NOW, surface="regression")
     assert refused.value.code == "spending_limit_reached"
 
 
-def test_the_watch_hears_of_a_move_and_no_watch_is_no_error() -> None:
+def test_the_watch_hears_of_a_move() -> None:
     watch = Watch()
     controls = BillingControls(org_id=ORG)
     Funds(MemoryLedger("1"), None, None, watch=watch).moved(ORG, at=NOW, controls=controls)  # type: ignore[arg-type]
     assert watch.moved_for == [(ORG, controls)]
-    Funds(MemoryLedger("1"), None, None).moved(ORG, at=NOW)  # type: ignore[arg-type]
 
 
 def test_a_hard_limits_guard_is_the_limit_as_read() -> None:

@@ -187,7 +187,7 @@ def test_the_lane_step_answers_a_batch_lane_s_remainder_through_its_sync_adapter
     converse = Scripted(ok)
     limits = LaneLimits(stop_margin_seconds=45.0)
     fields: dict[str, Any] = dict.fromkeys(
-        ("records", "progress", "artifacts", "catalog", "continuations", "policies")
+        ("records", "progress", "artifacts", "catalog", "continuations", "policies", "capacity", "rescue")
     )
     executor = LaneExecutor(
         registry=cast(Any, Registry(converse)), retry=policy(), clock=FixedClock(), limits=limits, **fields

@@ -3,7 +3,8 @@
 A collaborator with a `None` default is one a wiring may forget without a type error, and the
 service then runs without it: a quote, a chat plan, a failover or a rescue routed around the
 org's route policy; a work order's member created, held or settled without the work order
-counting it; a workflow without its intake. These fields must be declared without a default
+counting it; a workflow without its intake; a sweep that never deletes expired bytes or
+sends a due alert. These fields must be declared without a default
 and without `None`."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import batchroute.services
 
 # The ports whose absence would break a promise to the customer (docs/routing-policy.md,
-# docs/work-orders.md), each with why.
+# docs/work-orders.md, docs/retention.md, docs/billing-alerts.md), each with why.
 GUARDING: dict[str, str] = {
     "OrgPolicies": "the org's route policy: no lane it forbids",
     "WorkOrderJoins": "a batch joining a work order is counted by it",
@@ -27,6 +28,19 @@ GUARDING: dict[str, str] = {
     "Resolver": "a preset a request, an item or a golden set names is applied, never ignored",
     "PresetBenchmarks": "a preset's golden-set run records its benchmark",
     "LimitWarnings": "a quote that would pass a spending limit says so",
+    "MoneyWatch": "billing alerts and auto top-up hear every money movement",
+    "PendingTopups": "auto top-ups left pending are charged or recovered",
+    "RetentionGC": "a customer's bytes go when their retention window passes",
+    "DueBucketDeliveries": "results reach the customer's bucket",
+    "DueWebhooks": "signed webhooks are retried until delivered or dead-lettered",
+    "DueSchedules": "a recurring schedule fires when due",
+    "DueHolds": "a golden-set run that died releases its hold",
+    "RescueOverage": "a rescue the customer allowed overage for can hold it",
+    "RescueEvents": "a rescue is told to the batch's webhook",
+    "LoginLockout": "repeated failed sign-ins lock the address",
+    "RegressionStarter": "a schedule's version with a golden set is benchmarked",
+    "DeadlineRescue": "a lane that would miss the batch's deadline is rescued",
+    "Capacity": "a lane's items come off its provider's capacity",
 }
 
 

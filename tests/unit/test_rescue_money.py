@@ -224,7 +224,7 @@ def test_settle_charges_the_reservation_first_then_each_overage_hold_exactly_onc
     )
     settlement = Settlement(
         records=None,  # type: ignore[arg-type]
-        funds=Funds(_ModelLedger(wallet), None, None),  # type: ignore[arg-type]
+        funds=Funds(_ModelLedger(wallet), None, None, None),  # type: ignore[arg-type]
         artifacts=None,  # type: ignore[arg-type]
         fees=builtin_catalog().fees,
         clock=FixedClock(NOW),

@@ -54,7 +54,7 @@ class Sessions:
     environment: InitVar[str]
     secret: Callable[[], bytes]
     clock: Clock
-    lockout: LoginLockout | None = None
+    lockout: LoginLockout  # repeated failed sign-ins lock the address (docs/rate-limits.md)
     _authenticator: Authenticator = field(init=False, repr=False)
 
     def __post_init__(self, environment: str) -> None:
@@ -64,14 +64,12 @@ class Sessions:
 
     def login(self, email: str, password: str) -> SignedIn:
         address = normalize_email(email)
-        if self.lockout is not None:
-            self.lockout.check(address)  # a locked address is refused before any password work
+        self.lockout.check(address)  # a locked address is refused before any password work
         user = self.store.user_by_email(address)
         # Verified against a dummy hash when the user is unknown: same work, same answer.
         matches = self.passwords.verify(user.password_hash if user else None, password)
         if user is None or not matches:
-            if self.lockout is not None:
-                self.lockout.failed(address, user)
+            self.lockout.failed(address, user)
             raise Unauthenticated("The email or password is incorrect.", code="invalid_credentials")
         if self.passwords.needs_rehash(user.password_hash):
             self.store.update_user(user.user_id, password_hash=self.passwords.hash(password))

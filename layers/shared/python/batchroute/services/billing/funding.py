@@ -218,7 +218,7 @@ class Funds:
     ledger: LedgerBook
     controls: ControlsReader
     limit_checks: LimitChecks
-    watch: MoneyWatch | None = None
+    watch: MoneyWatch
 
     def controls_of(self, org_id: str) -> BillingControls | None:
         return self.controls.billing_controls(org_id)
@@ -246,9 +246,8 @@ class Funds:
         return GuardedReservation(decision, reservation, self.limit_checks.items(org_id, guard))
 
     def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None:
-        """Tell the watch (when there is one) that the org's wallet moved; never raises."""
-        if self.watch is not None:
-            self.watch.moved(org_id, at=at, controls=controls)
+        """Tell the watch that the org's wallet moved; never raises."""
+        self.watch.moved(org_id, at=at, controls=controls)
 
 
 LIMIT_WARNING_CODE = "spending_limit_exceeded"

@@ -269,8 +269,8 @@ class DirectChat:
     clock: Clock
     # The org's route policy: required, so that no wiring routes around it.
     policies: OrgPolicies
+    watch: MoneyWatch  # billing alerts and auto top-up after a charge
     options: DirectOptions = field(default_factory=DirectOptions)
-    watch: MoneyWatch | None = None
     # The caller's rate limit, counted in the hold's transaction; without it the caller
     # was checked before `open` (auth.current_principal).
     limiter: RateLimiter | None = None
@@ -523,7 +523,7 @@ class DirectChat:
                 usage=chat_usage(call.lane, usage, day=usage_day(now, zone)),
             )
         )
-        if self.watch is not None and not result.replayed and result.charged.micros > 0:
+        if not result.replayed and result.charged.micros > 0:
             # Alerts (a soft limit never blocks, so reaching it is reported here) and auto
             # top-up; after the answer's last byte, never on the way to the first one.
             self.watch.moved(org_id, at=now, controls=controls)

@@ -93,8 +93,8 @@ class Schedules:
     catalog: Catalog
     check_url: Callable[[str], object]
     clock: Clock
-    triggers: Triggers | None = None
-    regression: RegressionStarter | None = None
+    regression: RegressionStarter  # a version with a golden set is benchmarked (docs/schedules.md)
+    triggers: Triggers | None = None  # EventBridge Scheduler's; None: the sweeper fires due schedules
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, principal: Principal, schedule_id: str) -> Schedule:
@@ -241,7 +241,6 @@ class Schedules:
     def regress_now(self, principal: Principal, schedule_id: str) -> RegressionRunView:
         authorize(principal, "batches:create")
         schedule = self.get(principal, schedule_id)
-        assert self.regression is not None  # its own golden set, else its preset's (no_golden_set)
         return self.regression(principal, schedule, trigger="on_demand")
 
     # -- firing ------------------------------------------------------------------------------
@@ -385,10 +384,7 @@ class Schedules:
         excluded that no run can lift."""
         if not schedule.exclusions:
             return {}
-        if self.regression is not None:
-            model = self.regression.golden_model(schedule)
-        else:
-            model = schedule.golden_set["model"] if schedule.golden_set else None
+        model = self.regression.golden_model(schedule)
         return {
             lane_id: exclusion
             for lane_id, exclusion in schedule.exclusions.items()
@@ -399,7 +395,7 @@ class Schedules:
         """A new version with a golden set is benchmarked at once; a run that cannot be made
         (402 `insufficient_credits`, 403 `spending_limit_reached` over a hard limit, say) is
         skipped, its reason logged, not raised: the version is saved either way, nothing held."""
-        if self.regression is None or not (schedule.golden_set or schedule.input_source.preset):
+        if not (schedule.golden_set or schedule.input_source.preset):
             return
         try:
             self.regression(principal, schedule, trigger=trigger)

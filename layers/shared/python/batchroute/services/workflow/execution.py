@@ -244,13 +244,13 @@ class LaneExecutor:
     continuations: TaskSender | None
     # The org's route policy as it stands: a failover never leaves it (docs/routing-policy.md)
     policies: OrgPolicies
+    capacity: Capacity  # a lane's items come off its provider's capacity today
+    rescue: DeadlineRescue  # a lane that would miss the batch's deadline is rescued (docs/batches.md)
     limits: LaneLimits = field(default_factory=LaneLimits)
     sleeper: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
     budget: Callable[[], TimeBudget] | None = None  # None: the lane limits' fallback seconds
-    capacity: Capacity | None = None
     availability: LaneAvailability | None = None
-    rescue: DeadlineRescue | None = None
 
     def _budget(self) -> TimeBudget:
         return self.budget() if self.budget is not None else TimeBudget(self.limits.fallback_seconds)
@@ -298,7 +298,7 @@ class LaneExecutor:
         first runs. A lane short of capacity still runs (routing saw room when it was quoted),
         and takes what is left: its capacity is 0, so later quotes see it full."""
         items = lane.item_count
-        if self.capacity is None or items <= 0:
+        if items <= 0:
             return
         at = self._now()
         if not self.capacity.consume_capacity(lane.lane_id, items, at=at):
@@ -642,7 +642,7 @@ class LaneExecutor:
         """Between the chunks of a sync lane (before one it has not started): the rescue due
         now, if any. Handing over there moves no count (none of the chunk's items ran)."""
         starting = position > 0 and lane.partial_chunk != number and lane.chunks_started_n == position
-        if self.rescue is None or invocation.batch is None or not starting:
+        if invocation.batch is None or not starting:
             return None
         if self.registry.execution_mode(lane.provider) == "batch_api":
             return None  # checked at each poll of its job instead
@@ -659,7 +659,7 @@ class LaneExecutor:
     ) -> bool:
         """Asked at each poll of a running vendor job: will the lane miss the deadline, and
         is there a lane (and the money) to rescue it? (services/workflow/rescue.py)"""
-        if self.rescue is None or invocation.batch is None:
+        if invocation.batch is None:
             return False
         if not self.rescue.worth_checking(invocation.batch, lane):
             return False
@@ -739,7 +739,7 @@ class LaneExecutor:
         """Hand the lane's unfinished items to the rescue lane (and the rest to a new record
         of this lane) exactly as failover does, then cancel the vendor job (best effort)."""
         chunk, plan = end.chunk, end.rescue
-        assert self.rescue is not None and chunk is not None and plan is not None
+        assert chunk is not None and plan is not None
         made = self.rescue.records_for(
             batch,
             lane,

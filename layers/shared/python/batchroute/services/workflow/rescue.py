@@ -117,9 +117,9 @@ class DeadlineRescue:
     clock: Clock
     # The org's route policy as it stands: a rescue never leaves it (docs/routing-policy.md)
     policies: OrgPolicies
-    events: RescueEvents | None = None
+    events: RescueEvents  # the batch's `batch.rescue_started` webhook
+    overage: RescueOverage  # allow_overage's second hold on the wallet
     min_observation_seconds: float = MIN_OBSERVATION_SECONDS  # settings: rescue_min_observation_seconds
-    overage: RescueOverage | None = None  # allow_overage's second hold; None: no overage is ever held
     _declined: dict[tuple[str, str], datetime] = field(default_factory=dict, init=False)
 
     # -- is it due, and what then ------------------------------------------------------------
@@ -188,7 +188,7 @@ class DeadlineRescue:
     ) -> RescueDecision:
         """The decision, its overage held on the wallet first (allow_overage): when that hold
         cannot be taken, the decision again with no overage (what the reservation covers)."""
-        if self.overage is None or setting.mode != "allow_overage":
+        if setting.mode != "allow_overage":
             return self._decide(batch, lane, setting, items_left, now, Money(0))
         batch = self.overage.fresh(batch)  # the overage holds as they stand
         decision = self._decide(batch, lane, setting, items_left, now, self.overage.room(batch, setting))
@@ -293,8 +293,6 @@ class DeadlineRescue:
             "deadline rescue",
             extra={"lane_key": lane.lane_key, "to": made.rescue.lane_key, "items": made.rescue.item_count},
         )
-        if self.events is None:
-            return
         details: RescueStartedView = {
             "from_lane_key": lane.lane_key,
             "from_lane_id": lane.lane_id,

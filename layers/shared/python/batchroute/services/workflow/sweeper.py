@@ -282,7 +282,7 @@ class UnstartedWorkflows(Protocol):
     def launch_unstarted(self, now: datetime, *, limit: int = 100) -> LaunchReport: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, start the
     workflows of batches whose start was lost, expire batches past their SLA deadline, settle
@@ -303,17 +303,20 @@ class Sweeper:
     stale_hold_seconds: int
     # an expired batch goes on the retention GC's index due this long after (docs/retention.md)
     retention_grace: timedelta = timedelta(hours=72)
-    topups: PendingTopups | None = None  # auto top-ups to charge or recover (docs/payments.md)
-    retention: RetentionGC | None = None  # docs/retention.md
-    bucket_deliveries: DueBucketDeliveries | None = None  # docs/delivery-targets.md
-    billing_webhooks: DueWebhooks | None = None  # billing alert events (docs/billing-alerts.md)
-    watch: MoneyWatch | None = None  # alerts and auto top-up after a stale hold is charged
-    schedules: DueSchedules | None = None  # recurring schedules due by now (docs/schedules.md)
-    file_checks: DueResends | None = None  # uploads still waiting for their check (docs/files.md)
-    # batch holds no workflow will settle: their `fail` step (services/workflow/stranded.py)
-    stranded_holds: DueResends | None = None
+    # Every duty is required, so that no wiring leaves one out (a customer's bytes kept past
+    # retention, an alert never sent, a hold never released).
+    topups: PendingTopups  # auto top-ups to charge or recover (docs/payments.md)
+    retention: RetentionGC  # docs/retention.md
+    bucket_deliveries: DueBucketDeliveries  # docs/delivery-targets.md
+    billing_webhooks: DueWebhooks  # billing alert events (docs/billing-alerts.md)
+    watch: MoneyWatch  # alerts and auto top-up after a stale hold is charged
+    schedules: DueSchedules  # recurring schedules due by now (docs/schedules.md)
+    file_checks: DueResends  # uploads still waiting for their check (docs/files.md)
     # golden-set regression holds past their run's deadline (docs/schedules.md)
-    regression_holds: DueHolds | None = None
+    regression_holds: DueHolds
+    # batch holds no workflow will settle: their `fail` step (services/workflow/stranded.py);
+    # None where there is no settle queue to send it to
+    stranded_holds: DueResends | None = None
 
     def _settle_stale_holds(self) -> HoldSweepReport:
         """Chat holds whose request died (docs/chat.md), then the watch of each org charged."""
@@ -326,16 +329,13 @@ class Sweeper:
             stale_seconds=self.stale_hold_seconds,
         )
         metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
-        if self.watch is not None:
-            now = self.clock.now()
-            for org_id in sorted(holds.charged_orgs):
-                self.watch.moved(org_id, at=now)
+        now = self.clock.now()
+        for org_id in sorted(holds.charged_orgs):
+            self.watch.moved(org_id, at=now)
         return holds
 
-    def _release_abandoned_regressions(self) -> list[str] | None:
-        """Regression holds whose run died (docs/schedules.md); None when not wired."""
-        if self.regression_holds is None:
-            return None
+    def _release_abandoned_regressions(self) -> list[str]:
+        """Regression holds whose run died (docs/schedules.md)."""
         released = release_abandoned_regression_holds(self.regression_holds, self.clock)
         metrics.add_metric(
             name="AbandonedRegressionHoldsReleased", unit=MetricUnit.Count, value=len(released.settled)
@@ -361,7 +361,7 @@ class Sweeper:
         return outcome
 
     def _steps(self) -> list[tuple[str, Callable[[], SweepOutcome]]]:
-        """The sweep's steps in order, the optional ones when wired."""
+        """The sweep's steps in order (the stranded holds' where there is a settle queue)."""
         steps: list[tuple[str, Callable[[], SweepOutcome]]] = [
             ("heartbeats", self._heartbeats),
             ("workflow_starts", self._late_starts),
@@ -369,21 +369,15 @@ class Sweeper:
             ("chat_holds", self._chat_holds),
             ("webhooks", self._webhooks),
             ("regression_holds", self._regression_holds),
+            ("billing_webhooks", partial(_billing_webhooks, self.billing_webhooks)),
+            ("bucket_deliveries", partial(_bucket_deliveries, self.bucket_deliveries)),
+            ("retention", partial(_retention, self.retention)),
+            ("schedules", partial(_schedules, self.schedules)),
+            ("file_checks", partial(_file_checks, self.file_checks)),
         ]
-        if self.billing_webhooks is not None:
-            steps.append(("billing_webhooks", partial(_billing_webhooks, self.billing_webhooks)))
-        if self.bucket_deliveries is not None:
-            steps.append(("bucket_deliveries", partial(_bucket_deliveries, self.bucket_deliveries)))
-        if self.retention is not None:
-            steps.append(("retention", partial(_retention, self.retention)))
-        if self.schedules is not None:
-            steps.append(("schedules", partial(_schedules, self.schedules)))
-        if self.file_checks is not None:
-            steps.append(("file_checks", partial(_file_checks, self.file_checks)))
         if self.stranded_holds is not None:
             steps.append(("stranded_holds", partial(_stranded_holds, self.stranded_holds)))
-        if self.topups is not None:
-            steps.append(("auto_topups", partial(_auto_topups, self.topups)))
+        steps.append(("auto_topups", partial(_auto_topups, self.topups)))
         return steps
 
     def _heartbeats(self) -> SweepOutcome:
@@ -411,8 +405,7 @@ class Sweeper:
         return {"webhooks": retried.as_dict()}
 
     def _regression_holds(self) -> SweepOutcome:
-        released = self._release_abandoned_regressions()
-        return {} if released is None else {"regression_holds_released": released}
+        return {"regression_holds_released": self._release_abandoned_regressions()}
 
 
 def _billing_webhooks(due: DueWebhooks) -> SweepOutcome:
