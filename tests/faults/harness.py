@@ -377,10 +377,7 @@ def check_end_conditions(
                     prompt += line["usage"]["prompt_tokens"]
                     completion += line["usage"]["completion_tokens"]
         usage = lane.usage
-        if (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))) != (
-            prompt,
-            completion,
-        ):
+        if (usage.prompt_tokens, usage.completion_tokens) != (prompt, completion):
             problems.append(
                 f"lane {lane.lane_key} counted usage {usage}, its lines hold {prompt}/{completion}"
             )

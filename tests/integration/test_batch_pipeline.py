@@ -32,7 +32,14 @@ from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.catalog.pricing import CacheTokens, CacheUse, LaneUsage, ToolUses, settle_price
+from batchroute.domain.catalog.pricing import (
+    CacheTokens,
+    CacheUse,
+    LaneUsage,
+    TokenUsage,
+    ToolUses,
+    settle_price,
+)
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     lane_chunk_done,
@@ -173,6 +180,7 @@ def _workflow(budget_ms: Any = None) -> BatchWorkflow:
             policies=Wiring(settings, clock).route_policies,
             capacity=pipeline.lanes.capacity,
             rescue=pipeline.lanes.rescue,
+            availability=pipeline.lanes.availability,
             budget=lambda: TimeBudget(300, remaining_millis=budget_ms()),
         )
         pipeline = Pipeline(pipeline.planner, lanes, pipeline.finalizer, pipeline.settlement, pipeline.intake)
@@ -832,8 +840,7 @@ def _finish(progress: BatchProgress, batch_id: str, lane_key: str, position: int
             items=moves.get("items", 10),
             completed=moves.get("completed", 10),
             failed=0,
-            prompt_tokens=5,
-            completion_tokens=7,
+            usage=TokenUsage(5, 7),
         ),
         at="2026-11-25T00:00:00.000Z",
     )
@@ -878,7 +885,7 @@ def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalSt
     assert not _finish(progress, batch_id, "09-openai-gpt", 0)
     assert moved() == {"pending": -10, "running": 0, "completed": 10}
     lane = progress.get_lane(batch_id, "09-openai-gpt")
-    assert lane is not None and lane.completed == 10 and lane.usage["prompt_tokens"] == 5
+    assert lane is not None and lane.completed == 10 and lane.usage.prompt_tokens == 5
     assert lane_done_chunks(lane) == {4} and not lane_chunk_done(lane, 5)
     # The runner goes on with the second chunk; a duplicate runner that is behind (it still
     # sees the first chunk as its next one) gets False for every write and moves nothing
@@ -916,16 +923,14 @@ def test_a_lane_adds_the_cache_split_of_each_chunk_it_ends_even_when_handing_ove
     assert progress.put_lane(batch_id, record)
     split = CacheTokens(cached_input_tokens=3000, cache_write_input_tokens=400)
     # When its first chunk finishes (twice: a repeated message) with the split
-    first = ChunkTally(
-        position=0, items=10, completed=10, prompt_tokens=5000, completion_tokens=70, cache=split
-    )
+    first = ChunkTally(position=0, items=10, completed=10, usage=TokenUsage(5000, 70, split))
     assert progress.start_chunk(batch_id, key, 0, items=10)
     assert progress.finish_chunk(batch_id, key, first, at="t")
     assert not progress.finish_chunk(batch_id, key, first, at="t")
     # Then its live usage carries the split, once
     lane = progress.get_lane(batch_id, key)
     assert lane is not None
-    assert lane.usage == {
+    assert lane.usage.to_fields() == {
         "prompt_tokens": 5000,
         "completion_tokens": 70,
         "cached_input_tokens": 3000,
@@ -933,13 +938,13 @@ def test_a_lane_adds_the_cache_split_of_each_chunk_it_ends_even_when_handing_ove
     }
     # And when it hands its second chunk over after answering some of it, the split of those adds up
     assert progress.start_chunk(batch_id, key, 1, items=10)
-    some = ChunkTally(position=1, items=10, completed=4, prompt_tokens=2000, cache=CacheTokens(1200))
+    some = ChunkTally(position=1, items=10, completed=4, usage=TokenUsage(2000, cache=CacheTokens(1200)))
     assert progress.hand_over(
         batch_id, HandOver(key, replace(record, lane_key="07f1-other-gpt"), some, "down", "t")
     )
     lane = progress.get_lane(batch_id, key)
     assert lane is not None and lane.status == "failed"
-    assert lane.cache == CacheTokens(4200, 400) and lane.prompt_tokens == 7000
+    assert lane.usage.cache == CacheTokens(4200, 400) and lane.usage.prompt_tokens == 7000
 
 
 def test_a_lane_record_written_with_chunk_lists_moves_on_by_the_same_watermarks(

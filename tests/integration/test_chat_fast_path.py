@@ -95,6 +95,7 @@ def _direct(
         limiter=limiter,
         policies=policies or PolicyReader(RoutePolicyStore(controls), clock),
         watch=Wiring(settings, clock).billing_watch,
+        availability=LaneStateStore(controls),
         early=early,
     )
     return direct, limiter

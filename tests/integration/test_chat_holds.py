@@ -126,6 +126,7 @@ def _direct(provider: ScriptedProvider, clock: FixedClock | SystemClock) -> tupl
         clock=clock,
         policies=PolicyReader(RoutePolicyStore(settings.table_name("controls")), clock),
         watch=Wiring(settings, clock).billing_watch,
+        availability=LaneStateStore(settings.table_name("controls")),
         options=DirectOptions(checkpoint_seconds=2),
     )
     return direct, store
@@ -314,7 +315,7 @@ def test_sweeper_charges_a_dead_stream_the_web_searches_its_vendor_reported(stac
     # And the money adds up: reserved = charged + released, settled exactly once
     record = store.record(call.batch_id)
     assert record is not None and record.usage_checkpoint is not None
-    assert record.usage_checkpoint.tool_uses == ToolUses((("web_search", 2),))
+    assert record.usage_checkpoint.usage.tool_uses == ToolUses((("web_search", 2),))
     billing = record.billing or {}
     reserved, charged, released = (
         Money.usd(Decimal(billing[name]["amount"]))

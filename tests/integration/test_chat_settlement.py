@@ -404,7 +404,10 @@ def test_a_settlement_that_keeps_failing_leaves_the_final_usage_to_the_sweeper(
     # Then its record holds the final usage, and the sweeper charges exactly that
     record = store.record(call.batch_id)
     assert record is not None and record.usage_checkpoint is not None
-    assert (record.usage_checkpoint.prompt_tokens, record.usage_checkpoint.completion_tokens) == (50, 10)
+    assert (record.usage_checkpoint.usage.prompt_tokens, record.usage_checkpoint.usage.completion_tokens) == (
+        50,
+        10,
+    )
     clock.advance(seconds=301)
     report = _sweep(LedgerStore(get_settings().table_name("ledger")), store, clock)
     assert report.settled == [call.hold_id]

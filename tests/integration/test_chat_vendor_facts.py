@@ -78,6 +78,7 @@ def _direct(catalog: Catalog, provider: Recording) -> DirectChat:
         clock=clock,
         policies=PolicyReader(RoutePolicyStore(settings.table_name("controls")), clock),
         watch=Wiring(settings, clock).billing_watch,
+        availability=LaneStateStore(settings.table_name("controls")),
         options=DirectOptions(checkpoint_seconds=2),
     )
 

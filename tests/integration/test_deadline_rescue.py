@@ -166,6 +166,7 @@ class Run:
             continuations=TaskQueue(settings.queue_urls["lanes"]),
             policies=Wiring(settings, self.clock).route_policies,
             capacity=Wiring(settings, self.clock).lane_states,
+            availability=Wiring(settings, self.clock).lane_states,
             sleeper=hour_later if inline else lambda _: None,
             monotonic=(lambda: 0.0) if inline else lambda: float(next(ticks)),
             budget=lambda: TimeBudget(900, remaining_millis=lambda: time_left_ms),

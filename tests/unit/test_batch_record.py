@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from batchroute.domain.batches.record import FIELDS, ArtifactKeys, BatchRecord, CompatFields, UsageCheckpoint
+from batchroute.domain.catalog.pricing import TokenUsage
 
 STORED: dict[str, Any] = {
     "batch_id": "batch_1",
@@ -110,17 +111,17 @@ def test_numbers_are_ints_and_nested_parts_are_typed() -> None:
     )
     assert record.compat is not None and record.compat.output_file_id == "file_out"
     assert isinstance(record.compat, CompatFields)
-    assert record.usage_checkpoint == UsageCheckpoint(lane_id="lane_a", prompt_tokens=9, completion_tokens=4)
+    assert record.usage_checkpoint == UsageCheckpoint(lane_id="lane_a", usage=TokenUsage(9, 4))
     assert record.results_key == "r" and record.latest_error is None
 
 
 def test_a_final_checkpoint_says_the_answer_was_delivered_and_reads_back() -> None:
-    final = UsageCheckpoint(lane_id="lane_a", prompt_tokens=9, completion_tokens=4, answered=True)
+    final = UsageCheckpoint(lane_id="lane_a", usage=TokenUsage(9, 4), answered=True)
     stored = {**STORED, "usage_checkpoint": final.to_mapping()}
     assert stored["usage_checkpoint"]["answered"] is True
     assert BatchRecord.from_mapping(stored).usage_checkpoint == final
     # a streaming checkpoint stores no flag and reads back as not answered
-    assert "answered" not in UsageCheckpoint(prompt_tokens=1).to_mapping()
+    assert "answered" not in UsageCheckpoint(usage=TokenUsage(1)).to_mapping()
     assert BatchRecord.from_mapping(STORED).usage_checkpoint == replace(final, answered=False)
 
 

@@ -4,10 +4,10 @@ vendor-shaped answer into `Usage.cached_input_tokens` / `cache_write_input_token
 
 from __future__ import annotations
 
-from batchroute.domain.catalog.pricing import CacheTokens
+from batchroute.domain.catalog.pricing import CacheTokens, TokenUsage, UsageFields
 from batchroute.domain.chat.holds import ChatOutcome
 from batchroute.domain.compat.batches import vendor_body
-from batchroute.domain.workflow.results import ArtifactRow, LineUsage
+from batchroute.domain.workflow.results import ArtifactRow
 from batchroute.providers import base
 from batchroute.providers.anthropic import transform as anthropic
 from batchroute.providers.bedrock import transform as bedrock
@@ -173,7 +173,7 @@ def test_usage_sums_the_cache_counts() -> None:
 # -- the split where token counts are shown ---------------------------------------------------
 
 
-def _row(usage: LineUsage) -> ArtifactRow:
+def _row(usage: UsageFields) -> ArtifactRow:
     return {
         "customer_item_id": "a",
         "sequence_number": 0,
@@ -203,11 +203,9 @@ def test_a_direct_request_record_keeps_the_cache_counts() -> None:
     outcome = ChatOutcome(
         completed=True,
         at="2026-11-29T12:00:00Z",
-        prompt_tokens=4000,
-        completion_tokens=20,
+        usage=TokenUsage(4000, 20, CacheTokens(cached_input_tokens=3500)),
         latest_error=None,
         billing={},
-        cache=CacheTokens(cached_input_tokens=3500),
     )
     assert outcome.to_changes()["usage"] == {
         "prompt_tokens": 4000,

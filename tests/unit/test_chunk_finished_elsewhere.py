@@ -49,7 +49,7 @@ class Artifacts:
 
 def executor(progress: Progress, artifacts: Artifacts) -> LaneExecutor:
     unused: dict[str, Any] = dict.fromkeys(
-        ("records", "registry", "catalog", "continuations", "policies", "capacity", "rescue")
+        ("records", "registry", "catalog", "continuations", "policies", "capacity", "rescue", "availability")
     )
     return LaneExecutor(
         progress=progress,  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from batchroute.adapters.dynamo.codec import from_item, to_item
 from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
-from batchroute.domain.catalog.pricing import CacheTokens
+from batchroute.domain.catalog.pricing import CacheTokens, TokenUsage
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
     LaneRecord,
@@ -332,9 +332,7 @@ def test_a_lane_with_every_field_set_reads_back_from_its_dynamodb_item() -> None
         status="running",
         chunks_started_n=2,
         chunks_done_n=1,
-        prompt_tokens=900,
-        completion_tokens=80,
-        cache=CacheTokens(cached_input_tokens=512, cache_write_input_tokens=64),
+        usage=TokenUsage(900, 80, CacheTokens(cached_input_tokens=512, cache_write_input_tokens=64)),
         exclude_seqs=(4, 7),
         failover_from="01-p1-model-a",
         failover_depth=1,

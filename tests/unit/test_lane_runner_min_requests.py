@@ -187,7 +187,17 @@ def test_the_lane_step_answers_a_batch_lane_s_remainder_through_its_sync_adapter
     converse = Scripted(ok)
     limits = LaneLimits(stop_margin_seconds=45.0)
     fields: dict[str, Any] = dict.fromkeys(
-        ("records", "progress", "artifacts", "catalog", "continuations", "policies", "capacity", "rescue")
+        (
+            "records",
+            "progress",
+            "artifacts",
+            "catalog",
+            "continuations",
+            "policies",
+            "capacity",
+            "rescue",
+            "availability",
+        )
     )
     executor = LaneExecutor(
         registry=cast(Any, Registry(converse)), retry=policy(), clock=FixedClock(), limits=limits, **fields

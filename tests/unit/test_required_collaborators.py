@@ -41,6 +41,7 @@ GUARDING: dict[str, str] = {
     "RegressionStarter": "a schedule's version with a golden set is benchmarked",
     "DeadlineRescue": "a lane that would miss the batch's deadline is rescued",
     "Capacity": "a lane's items come off its provider's capacity",
+    "LaneAvailability": "a provider account that cannot serve is taken out of routing",
 }
 
 

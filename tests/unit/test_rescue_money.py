@@ -24,6 +24,7 @@ from batchroute.domain.billing.usage import (
     costs_only,
     usage_counters,
 )
+from batchroute.domain.catalog.pricing import TokenUsage
 from batchroute.domain.routing.lane_plan import new_lane_record
 from batchroute.domain.routing.rescue import item_micros, overage_room
 from batchroute.errors import Forbidden, PaymentRequired
@@ -54,9 +55,7 @@ def _lane(key: str, start: int, end: int, **changes: object):  # type: ignore[no
 def test_items_are_counted_once_whoever_owns_them_now() -> None:
     # A lane of 10 items that answered 2 (200 input and 100 output tokens), then handed the
     # other 8 over (3 of its chunk, 5 never started) to a successor still running
-    old = _lane(
-        "01-a", 0, 10, status="failed", completed=2, handed_over=3, prompt_tokens=200, completion_tokens=100
-    )
+    old = _lane("01-a", 0, 10, status="failed", completed=2, handed_over=3, usage=TokenUsage(200, 100))
     successor = _lane("01f1-b", 2, 10)
     per_item = item_micros(Decimal(100), Decimal(50), PRICES, Decimal(0))
     estimate = _estimated_cost([old, successor], TOKENS, Decimal(0), Decimal("0.01"))

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.domain.billing.settlement import lane_usage, token_usage
-from batchroute.domain.catalog.pricing import NO_TOOL_USES, ToolUses
+from batchroute.domain.catalog.pricing import NO_TOOL_USES, TokenUsage, ToolUses
 from batchroute.domain.routing.lane_plan import LaneRecord, new_lane_record
-from batchroute.domain.workflow.results import LaneTally, MergeTally, ResultLine, line_usage
+from batchroute.domain.workflow.results import LaneTally, MergeTally, ResultLine
 from batchroute.providers.base import Usage
 
 _TOOLS = st.sampled_from(["web_search", "python_execution", "file_search"])
@@ -56,7 +56,7 @@ def test_calls_sum_by_tool_and_keep_only_tools_with_calls(first: list, second: l
 
 def test_no_calls_leave_no_key() -> None:
     assert NO_TOOL_USES.to_usage() == {} and NO_TOOL_USES.to_tally() == {}
-    assert line_usage(3, 4) == {"prompt_tokens": 3, "completion_tokens": 4}
+    assert TokenUsage(3, 4).to_fields() == {"prompt_tokens": 3, "completion_tokens": 4}
 
 
 def test_a_stored_count_that_is_no_whole_number_of_calls_counts_none() -> None:
@@ -71,14 +71,16 @@ def test_a_lane_tally_counts_the_calls_of_completed_rows_only() -> None:
     tally.add(_line(1, "failed", {"web_search": 7}))
     tally.add(_line(2, "completed", {"web_search": 1, "python_execution": 1}))
     tally.add(_line(3, "completed"))
-    assert tally.tool_uses == ToolUses((("python_execution", 1), ("web_search", 3)))
+    assert tally.usage.tool_uses == ToolUses((("python_execution", 1), ("web_search", 3)))
     stored = tally.to_dict()
     assert stored["tool_uses.web_search"] == 3 and stored["tool_uses.python_execution"] == 1
     assert LaneTally.from_dict(stored) == tally
     # and Finalize's cursor carries them between invocations
     merge = MergeTally()
     merge.add(_line(0, "completed", {"web_search": 2}))
-    assert MergeTally.from_dict(merge.to_dict()).lanes["01-a"].tool_uses == ToolUses((("web_search", 2),))
+    assert MergeTally.from_dict(merge.to_dict()).lanes["01-a"].usage.tool_uses == ToolUses(
+        (("web_search", 2),)
+    )
 
 
 def test_the_receipt_shows_a_lanes_calls_beside_its_tokens() -> None:
@@ -93,11 +95,15 @@ def test_the_receipt_shows_a_lanes_calls_beside_its_tokens() -> None:
 
 def test_a_lane_record_keeps_its_calls_in_its_flat_usage_map() -> None:
     lane = _lane()
-    used = replace(lane, prompt_tokens=5, tool_uses=ToolUses((("web_search", 4),)))
+    used = replace(lane, usage=TokenUsage(prompt_tokens=5, tool_uses=ToolUses((("web_search", 4),))))
     item = lane_item(used)
     assert item["usage"] == {"prompt_tokens": 5, "completion_tokens": 0, "tool_uses.web_search": 4}
     assert lane_from_item({**item, "usage": {k: Decimal(v) for k, v in item["usage"].items()}}) == used
-    assert used.usage == {"prompt_tokens": 5, "completion_tokens": 0, "tool_uses": {"web_search": 4}}
+    assert used.usage.to_fields() == {
+        "prompt_tokens": 5,
+        "completion_tokens": 0,
+        "tool_uses": {"web_search": 4},
+    }
 
 
 def test_a_providers_usage_sums_calls_by_tool() -> None:

@@ -231,7 +231,7 @@ def test_every_view_read_off_a_record_keeps_the_records_types() -> None:
 
 
 def test_every_record_made_of_another_keeps_the_sources_types() -> None:
-    assert len(MADE_CALLS) >= 4  # the settlement result, a schedule's definition, feedback, a chat outcome
+    assert len(MADE_CALLS) >= 3  # the settlement result, a schedule's definition, feedback
     for where, kind, made, given in MADE_CALLS:
         assert isinstance(kind, type) and isinstance(made, type) and is_dataclass(made), where
         for each in fields(made):

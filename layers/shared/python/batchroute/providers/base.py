@@ -29,8 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from batchroute.domain.catalog.catalog import Operation
-from batchroute.domain.catalog.pricing import CacheTokens, ToolUses
-from batchroute.domain.workflow.results import LineUsage, line_usage
+from batchroute.domain.catalog.pricing import CacheTokens, TokenUsage, ToolUses, UsageFields
 from batchroute.errors import PermanentError, TransientError
 
 ResultStatus = Literal["completed", "failed"]
@@ -99,12 +98,14 @@ class Usage:
             self.cache_write_input_tokens + other.cache_write_input_tokens,
         )
 
-    def to_dict(self) -> LineUsage:
+    def to_dict(self) -> UsageFields:
         """The result row's usage; the cache counts only when the vendor reported any, so an
         answer without them keeps its old shape."""
-        return line_usage(
-            self.prompt_tokens, self.completion_tokens, cache=self.cache, tool_uses=self.tool_uses
-        )
+        return self.tokens.to_fields()
+
+    @property
+    def tokens(self) -> TokenUsage:
+        return TokenUsage(self.prompt_tokens, self.completion_tokens, self.cache, ToolUses.of(self.tool_uses))
 
     @property
     def cache(self) -> CacheTokens:

@@ -76,22 +76,23 @@ def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[st
 
 
 def _usage_adds(tally: ChunkTally) -> str:
-    """`SET` clauses adding the usage of a finished chunk's completed items (`usage_counts`:
+    """`SET` clauses adding the usage of a finished chunk's completed items (`usage.to_tally()`:
     the tokens and, when any, the cache split and the hosted tool calls, so the live lane view
     shows them; names `_usage_names`, values `_tally_values`) to the lane's `usage` map: each
     key by a name placeholder (a tool's key holds a dot)."""
     return ", ".join(
-        f"#usage.#u{i} = if_not_exists(#usage.#u{i}, :zero) + :u{i}" for i in range(len(tally.usage_counts()))
+        f"#usage.#u{i} = if_not_exists(#usage.#u{i}, :zero) + :u{i}"
+        for i in range(len(tally.usage.to_tally()))
     )
 
 
 def _usage_names(tally: ChunkTally) -> dict[str, str]:
-    return {"#usage": "usage", **{f"#u{i}": name for i, name in enumerate(tally.usage_counts())}}
+    return {"#usage": "usage", **{f"#u{i}": name for i, name in enumerate(tally.usage.to_tally())}}
 
 
 def _tally_values(tally: ChunkTally) -> dict[str, object]:
     """The lane record's additions for a finished chunk (and the result file it counted)."""
-    usage = {f":u{i}": count for i, count in enumerate(tally.usage_counts().values())}
+    usage = {f":u{i}": count for i, count in enumerate(tally.usage.to_tally().values())}
     written = {":writer": [tally.result_writer], ":no_writers": []} if tally.result_writer else {}
     return {
         ":completed": tally.completed,

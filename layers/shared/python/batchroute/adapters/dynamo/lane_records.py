@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import decimals, plain
-from batchroute.domain.catalog.pricing import CacheTokens, ToolUses, flat_usage
+from batchroute.domain.catalog.pricing import TokenUsage
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
     LaneRecord,
@@ -27,14 +27,12 @@ from batchroute.domain.routing.lane_plan import (
 )
 from batchroute.domain.stored import from_stored
 
-_USAGE = ("prompt_tokens", "completion_tokens", "cache", "tool_uses")
-
 
 def lane_item(lane: LaneRecord) -> dict[str, Any]:
     """The stored item's fields (the store adds the keys)."""
-    values = {name: value for name, value in asdict(lane).items() if name not in _USAGE}
+    values = {name: value for name, value in asdict(lane).items() if name != "usage"}
     values |= {
-        "usage": flat_usage(lane.prompt_tokens, lane.completion_tokens, lane.cache, lane.tool_uses),
+        "usage": lane.usage.to_tally(),
         "prefixes": lane.prefixes.to_item() if lane.prefixes is not None else None,
         "cache_prefixes": list(lane.cache_prefixes) or None,
         "result_writers": list(lane.result_writers) or None,
@@ -52,10 +50,7 @@ def lane_from_item(item: Mapping[str, Any]) -> LaneRecord:
         chunk_ranges=_ranges(values),
         chunks_started_n=_count(values, "chunks_started_n", "chunks_started"),
         chunks_done_n=_count(values, "chunks_done_n", "chunks_done"),
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        cache=CacheTokens.from_fields(usage),
-        tool_uses=ToolUses.from_tally(usage),
+        usage=TokenUsage.from_tally(usage),
         exclude_seqs=tuple(values.get("exclude_seqs") or ()),
         fail_error=from_stored(LaneFailError, fail_error) if fail_error else None,
         job=job_from_item(job) if job else None,

@@ -36,7 +36,13 @@ from batchroute.adapters.dynamo.codec import (
 from batchroute.adapters.dynamo.reads import index_before, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
-from batchroute.domain.billing.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
+from batchroute.domain.billing.payments import (
+    AttemptFailure,
+    AutoTopup,
+    CheckoutRecord,
+    PaymentMethod,
+    TopupAttempt,
+)
 from batchroute.domain.stored import from_stored
 from batchroute.money import Money
 from batchroute.transactions import TransactItem
@@ -191,37 +197,27 @@ class PaymentsStore(DynamoStore):
         )
         return {"Update": update}
 
-    def failed_item(
-        self,
-        org_id: str,
-        attempt_id: str,
-        *,
-        processor_ref: str | None,
-        code: str,
-        reason: str,
-        at: str,
-        untried: bool = False,
-    ) -> TransactItem:
+    def failed_item(self, org_id: str, attempt_id: str, failure: AttemptFailure, *, at: str) -> TransactItem:
         """The attempt's failure, refused unless it is still pending (a failure reported after
-        a success changes nothing); with `untried`, also unless no charge of it was ever sent
+        a success changes nothing); an `untried` one also unless no charge of it was ever sent
         (`charge_tried`: a withdrawal never races a charge)."""
         values: dict[str, object] = {
             ":failed": "failed",
             ":pending": "pending",
-            ":code": code,
-            ":reason": reason[:500],
+            ":code": failure.code,
+            ":reason": failure.reason[:500],
             ":at": at,
         }
         expression = "SET #status = :failed, failure_code = :code, failure_reason = :reason, updated_at = :at"
-        if processor_ref:
+        if failure.processor_ref:
             expression += ", processor_ref = :ref"
-            values[":ref"] = processor_ref
+            values[":ref"] = failure.processor_ref
         update = update_request(
             self.table_name,
             org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
             expression + " REMOVE gsi1pk, gsi1sk",
             condition="#status = :pending"
-            + (" AND attribute_not_exists(charge_tried_at)" if untried else ""),
+            + (" AND attribute_not_exists(charge_tried_at)" if failure.untried else ""),
             names=_STATUS,
             values=values,
         )

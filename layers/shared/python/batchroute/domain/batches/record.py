@@ -22,18 +22,11 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.settlement import DirectReceipt, InlineReceipt
 from batchroute.domain.catalog.catalog import FeeSchedule
-from batchroute.domain.catalog.pricing import (
-    NO_CACHE_TOKENS,
-    NO_TOOL_USES,
-    CacheFields,
-    CacheTokens,
-    ToolFields,
-    ToolUses,
-)
+from batchroute.domain.catalog.pricing import NO_USAGE, TokenUsage, UsageFields
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.gates import RoutingFields, stored_routing_fields
 from batchroute.domain.routing.lanes import LaneAttempt
-from batchroute.domain.stored import from_counters, from_stored, sparse
+from batchroute.domain.stored import from_stored, sparse
 from batchroute.ids import has_prefix, suffix_of
 from batchroute.money import Money
 from batchroute.transactions import TransactItem
@@ -87,9 +80,8 @@ class _AnsweredField(TypedDict, total=False):
     answered: bool  # only when true: the answer was delivered whole (UsageCheckpoint)
 
 
-class UsageCheckpointItem(CacheFields, ToolFields, _LaneIdField, _AnsweredField):
-    prompt_tokens: int
-    completion_tokens: int
+class UsageCheckpointItem(UsageFields, _LaneIdField, _AnsweredField):
+    pass
 
 
 class WorkOrderRefItem(TypedDict):
@@ -156,23 +148,13 @@ class UsageCheckpoint:
     settlement failed: the sweeper then completes the record rather than failing it."""
 
     lane_id: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache: CacheTokens = NO_CACHE_TOKENS  # of the input, what the vendor read from / wrote to its cache
+    usage: TokenUsage = NO_USAGE  # as the vendor reported it so far
     answered: bool = False
-    tool_uses: ToolUses = NO_TOOL_USES  # the hosted tool calls the vendor reported so far
 
     def to_mapping(self) -> UsageCheckpointItem:
         lane: _LaneIdField = {"lane_id": self.lane_id} if self.lane_id is not None else {}
         answered: _AnsweredField = {"answered": True} if self.answered else {}
-        return {
-            **lane,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            **self.cache.to_fields(),
-            **self.tool_uses.to_usage(),
-            **answered,
-        }
+        return {**lane, **self.usage.to_fields(), **answered}
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +287,7 @@ class BatchRecord:
     lane_id: str | None = None  # the lane that served a direct request
     provider: str | None = None
     attempts: tuple[LaneAttempt, ...] | None = None  # per lane tried: lane_id, provider, error
-    # domain/workflow/results.py:LineUsage (the tool uses a map of their own)
+    # domain/catalog/pricing.py:UsageFields (the tool uses a map of their own)
     usage: Mapping[str, int | Mapping[str, int]] | None = None
     usage_checkpoint: UsageCheckpoint | None = None
     checkpoint_at: str | None = None
@@ -628,13 +610,10 @@ def _compat(value: Any) -> CompatFields | None:
 def _checkpoint(value: Any) -> UsageCheckpoint | None:
     if not isinstance(value, Mapping):
         return None
-    return from_counters(
-        UsageCheckpoint,
-        value,
+    return UsageCheckpoint(
         lane_id=_str(value.get("lane_id")),
-        cache=CacheTokens.from_fields(value),
+        usage=TokenUsage.from_fields(value),
         answered=value.get("answered") is True,
-        tool_uses=ToolUses.from_usage(cast(ToolFields, value)),  # it checks each count
     )
 
 

@@ -413,6 +413,18 @@ class CheckoutSession:
 ChargeStatus = Literal["succeeded", "processing", "failed"]
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptFailure:
+    """Why a top-up attempt ends failed: the code and reason (the processor's, or the
+    service's own), the PaymentIntent that failed (None: none was made), and `untried`: the
+    attempt was withdrawn before any charge of it was sent (refused once one was)."""
+
+    code: str
+    reason: str
+    processor_ref: str | None = None
+    untried: bool = False
+
+
 @dataclass(frozen=True)
 class Charge:
     """An off-session charge (a PaymentIntent) as the processor reports it."""

@@ -163,7 +163,7 @@ class ReceiptTotals(TypedDict):
 class DirectReceiptLane(TypedDict):
     lane_id: str
     provider: str
-    usage: Mapping[str, object]  # domain/workflow/results.py:LineUsage
+    usage: Mapping[str, object]  # domain/catalog/pricing.py:UsageFields
     unit_prices: dict[str, str]  # direct prices (services/chat/direct.py:direct_unit_prices)
     cost: MoneyView  # what the answer cost at them: the charge
     proof: NotRequired[LaneProofView | None]  # the lane's data/privacy proof as the plan saw it

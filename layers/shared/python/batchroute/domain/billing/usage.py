@@ -30,11 +30,9 @@ from batchroute.domain.billing.savings import References, Savings, SavingsView, 
 from batchroute.domain.billing.settlement import lane_usage
 from batchroute.domain.catalog.catalog import Lane
 from batchroute.domain.catalog.pricing import (
-    NO_CACHE_TOKENS,
-    NO_TOOL_USES,
     CacheTokens,
     CacheTotals,
-    ToolUses,
+    TokenUsage,
     tool_cost,
     usage_cost,
 )
@@ -558,31 +556,26 @@ def batch_usage_lines(
     return tuple(lines)
 
 
-def direct_usage_line(
-    lane: Lane,
-    prompt_tokens: int,
-    completion_tokens: int,
-    cache: CacheTokens = NO_CACHE_TOKENS,
-    tool_uses: ToolUses = NO_TOOL_USES,
-) -> UsageLine:
+def direct_usage_line(lane: Lane, usage: TokenUsage) -> UsageLine:
     """One direct chat request on `lane`: its tokens, each kind at the lane's direct price,
     and its hosted tool calls at the lane's prices (the request's charge is this cost
     rounded up, at most its hold)."""
+    cache = usage.cache
     tokens = usage_cost(
         lane.price.direct,
-        prompt_tokens,
-        completion_tokens,
+        usage.prompt_tokens,
+        usage.completion_tokens,
         cached_input_tokens=cache.cached_input_tokens,
         cache_write_input_tokens=cache.cache_write_input_tokens,
     )
-    tools = tool_cost(tool_uses, lane.tool_prices_per_1k)
+    tools = tool_cost(usage.tool_uses, lane.tool_prices_per_1k)
     return UsageLine(
         model=lane.model,
         provider=lane.provider,
         cost=tokens + tools,
         tool_cost_micros=Money.usd_ceil(tools).micros,
-        input_tokens=prompt_tokens,
-        output_tokens=completion_tokens,
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
         cached_input_tokens=cache.cached_input_tokens,
         cache_write_input_tokens=cache.cache_write_input_tokens,
         chat_requests=1,

@@ -194,13 +194,70 @@ def _whole_count(value: object) -> bool:
 NO_TOOL_USES = ToolUses()
 
 
-def flat_usage(
-    prompt_tokens: int, completion_tokens: int, cache: CacheTokens, tool_uses: ToolUses
-) -> dict[str, int]:
-    """A usage as lane tallies and lane records keep it, one flat map of counts: the tokens,
-    and the cache counts and tool calls (`tool_uses.<tool>`) when there are any."""
-    tokens = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
-    return {**tokens, **cache.counts(), **tool_uses.to_tally()}
+class UsageFields(CacheFields, ToolFields):
+    """A usage as result lines, chat records, lane records and chat checkpoints keep it and
+    the API shows it: the tokens (`prompt_tokens`: all input), and the prompt-cache counts
+    (`CacheFields`) and hosted tool calls (`ToolFields`) only when there are any, so an answer
+    without them keeps its old shape."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """What a lane, a lane's tally or a chat request used: the tokens, of the input what the
+    vendor read from / wrote to its prompt cache, and the hosted tool calls it bills. The one
+    place the four are added up, written (`to_fields`, `to_tally`) and read back
+    (`from_fields`, `from_tally`)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache: CacheTokens = NO_CACHE_TOKENS
+    tool_uses: ToolUses = NO_TOOL_USES
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cache + other.cache,
+            self.tool_uses + other.tool_uses,
+        )
+
+    def to_fields(self) -> UsageFields:
+        tokens: UsageFields = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        return {**tokens, **self.cache.to_fields(), **self.tool_uses.to_usage()}
+
+    @classmethod
+    def from_fields(cls, usage: UsageFields | Mapping[str, int]) -> TokenUsage:
+        """The usage a result line, record or checkpoint holds (a count absent: zero)."""
+        return cls(
+            int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0),
+            CacheTokens.from_fields(usage),
+            ToolUses.from_usage(cast(ToolFields, usage)),  # it checks each count
+        )
+
+    def to_tally(self) -> dict[str, int]:
+        """The usage as lane tallies and lane records keep it, one flat map of counts: the
+        tokens, and the cache counts and tool calls (`tool_uses.<tool>`) when there are any."""
+        tokens = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+        return {**tokens, **self.cache.counts(), **self.tool_uses.to_tally()}
+
+    @classmethod
+    def from_tally(cls, tally: Mapping[str, int]) -> TokenUsage:
+        return cls(
+            int(tally.get("prompt_tokens") or 0),
+            int(tally.get("completion_tokens") or 0),
+            CacheTokens.from_fields(tally),
+            ToolUses.from_tally(tally),
+        )
+
+
+NO_USAGE = TokenUsage()
 
 
 @dataclass(frozen=True)

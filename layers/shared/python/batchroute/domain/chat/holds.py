@@ -10,9 +10,8 @@ from batchroute.domain.batches.record import BatchRecord, ExecutionSummaryItem, 
 from batchroute.domain.billing.rate_limits import CallerGate, WindowCounts
 from batchroute.domain.billing.settlement import DirectReceipt
 from batchroute.domain.billing.usage import UsageCharge
-from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheTokens
+from batchroute.domain.catalog.pricing import TokenUsage, UsageFields
 from batchroute.domain.routing.lanes import LaneAttempt
-from batchroute.domain.workflow.results import LineUsage, line_usage
 from batchroute.money import Money
 
 Refusal = Literal[
@@ -97,7 +96,7 @@ class ChatOutcomeChanges(TypedDict, total=False):
     provider: str | None
     lane_id: str
     attempts: list[dict[str, str | None]]  # LaneAttempt.to_item
-    usage: LineUsage
+    usage: UsageFields
     execution_summary: ExecutionSummaryItem
     billing: DirectReceipt
 
@@ -110,19 +109,13 @@ class ChatOutcome:
 
     completed: bool
     at: str
-    prompt_tokens: int
-    completion_tokens: int
+    usage: TokenUsage  # as the vendor billed it
     latest_error: str | None
     billing: DirectReceipt  # the receipt, as GET /v1/batches/{id} shows it
-    tool_uses: tuple[tuple[str, int], ...] = ()
     lanes: LanesTried | None = None
-    cache: CacheTokens = NO_CACHE_TOKENS  # of prompt_tokens, read from / written to the prompt cache
 
     def to_changes(self) -> ChatOutcomeChanges:
         """The record's fields this outcome sets."""
-        usage = line_usage(
-            self.prompt_tokens, self.completion_tokens, cache=self.cache, tool_uses=self.tool_uses
-        )
         changes: ChatOutcomeChanges = {
             "state": "completed" if self.completed else "failed",
             "state_changed_at": self.at,
@@ -134,7 +127,7 @@ class ChatOutcome:
             changes["provider"] = self.lanes.provider
             changes["lane_id"] = self.lanes.lane_id
             changes["attempts"] = [a.to_item() for a in self.lanes.attempts]
-        changes["usage"] = usage
+        changes["usage"] = self.usage.to_fields()
         changes["execution_summary"] = {"latest_error": self.latest_error}
         changes["billing"] = self.billing
         return changes

@@ -31,7 +31,14 @@ from typing import Final, NotRequired, TypedDict
 
 from batchroute.domain.billing.usage import direct_usage_line
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
-from batchroute.domain.catalog.pricing import NO_TOOL_USES, CacheTokens, ToolUses, token_cost, tool_cost
+from batchroute.domain.catalog.pricing import (
+    NO_TOOL_USES,
+    CacheTokens,
+    TokenUsage,
+    ToolUses,
+    token_cost,
+    tool_cost,
+)
 from batchroute.domain.chat.requests import ChatRequest, ProviderPreferences
 from batchroute.domain.routing.engine import LaneProof, RejectedLane, RejectionView, lane_proof
 from batchroute.domain.routing.gates import (
@@ -102,7 +109,7 @@ class DirectLane:
         prices for them (`direct_usage_line`, what the usage counters count), rounded up to
         the micro-dollar."""
         cache = CacheTokens(cached_input_tokens, cache_write_input_tokens)
-        line = direct_usage_line(self.lane, prompt_tokens, completion_tokens, cache, tool_uses)
+        line = direct_usage_line(self.lane, TokenUsage(prompt_tokens, completion_tokens, cache, tool_uses))
         return Money.usd_ceil(line.cost)
 
 

@@ -18,10 +18,11 @@ from typing import Any, Final, Generic, Literal, TypedDict, TypeVar, cast, get_a
 
 from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
+from batchroute.domain.catalog.pricing import NO_USAGE, UsageFields
 from batchroute.domain.chat.objects import ChatCompletionView, ServedBy, ToolCallView, chat_completion
 from batchroute.domain.routing.items import MAX_CUSTOMER_ITEM_ID
 from batchroute.domain.routing.lane_plan import is_prefix_count_key
-from batchroute.domain.workflow.results import ArtifactRow, LaneTally, LineUsage, PublicError
+from batchroute.domain.workflow.results import ArtifactRow, LaneTally, PublicError
 from batchroute.ids import suffix_of
 
 ENDPOINT_OPERATIONS: Final[dict[str, str]] = {
@@ -281,12 +282,11 @@ def batch_usage(batch: BatchRecord) -> VendorBatchUsage | None:
     reasoning tokens are not told apart from the other output tokens (0)."""
     if batch.lane_tallies is None:
         return None
-    tallies = [LaneTally.from_dict(tally) for tally in batch.lane_tallies.values()]
-    prompt = sum(tally.prompt_tokens for tally in tallies)
-    completion = sum(tally.completion_tokens for tally in tallies)
+    used = sum((LaneTally.from_dict(tally).usage for tally in batch.lane_tallies.values()), NO_USAGE)
+    prompt, completion = used.prompt_tokens, used.completion_tokens
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": sum(t.cache.cached_input_tokens for t in tallies)},
+        "input_tokens_details": {"cached_tokens": used.cache.cached_input_tokens},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + completion,
@@ -489,7 +489,7 @@ def vendor_body(
     `/v1/chat/completions`, a `response` for `/v1/responses`, an embedding `list` for
     `/v1/embeddings`. Usage and model come from the row (results.jsonl keeps them)."""
     output = row.get("output") or {}
-    usage: LineUsage | dict[str, int] = row.get("usage") or {}
+    usage: UsageFields | dict[str, int] = row.get("usage") or {}
     prompt = int(usage.get("prompt_tokens") or 0)
     completion = int(usage.get("completion_tokens") or 0)
     cached = int(usage.get("cached_input_tokens") or 0)  # the vendor's real cache counts

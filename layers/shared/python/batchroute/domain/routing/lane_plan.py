@@ -25,14 +25,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Final, NamedTuple, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits, Catalog, Lane
-from batchroute.domain.catalog.pricing import (
-    NO_CACHE_TOKENS,
-    NO_TOOL_USES,
-    CacheFields,
-    CacheTokens,
-    ToolFields,
-    ToolUses,
-)
+from batchroute.domain.catalog.pricing import NO_USAGE, TokenUsage
 from batchroute.domain.routing.engine import (
     LaneProofView,
     RejectedLaneView,
@@ -296,15 +289,6 @@ def _estimated_cost(cost: object) -> Decimal:
         return Decimal("Infinity")
 
 
-class LaneUsageView(CacheFields, ToolFields):
-    """A lane's usage so far (its finished chunks' completed items); of the input, what the
-    vendor read from / wrote to its prompt cache (`CacheFields`, when any); the hosted tool
-    calls (`ToolFields`, when any)."""
-
-    prompt_tokens: int
-    completion_tokens: int
-
-
 @dataclass(frozen=True, slots=True)
 class LaneFailError:
     """The first item error a lane keeps for the items it fails (`fail_error`)."""
@@ -351,10 +335,7 @@ class LaneRecord:
     chunks_done_n: int = 0
     running_items: int = 0
     attempts: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache: CacheTokens = NO_CACHE_TOKENS  # of the input, read from / written to the prompt cache
-    tool_uses: ToolUses = NO_TOOL_USES  # the hosted tool calls of its completed items
+    usage: TokenUsage = NO_USAGE  # of its finished chunks' completed items
     completed: int = 0
     failed: int = 0
     canceled: int = 0
@@ -383,15 +364,6 @@ class LaneRecord:
     # noted by the write that finished the chunk; a chunk not here (a record from before, or
     # one that answered none of it) has its file, if any, under the key without a writer
     result_writers: tuple[str, ...] = ()
-
-    @property
-    def usage(self) -> LaneUsageView:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            **self.cache.to_fields(),
-            **self.tool_uses.to_usage(),
-        }
 
 
 def new_lane_record(

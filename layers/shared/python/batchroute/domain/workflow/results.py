@@ -13,46 +13,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired, TypedDict
 
-from batchroute.domain.catalog.pricing import (
-    NO_CACHE_TOKENS,
-    NO_TOOL_USES,
-    CacheFields,
-    CacheTokens,
-    ToolFields,
-    ToolUses,
-    flat_usage,
-)
+from batchroute.domain.catalog.pricing import NO_USAGE, TokenUsage, UsageFields
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.stored import from_counters
 from batchroute.domain.views import view_of
-
-
-class LineUsage(CacheFields, ToolFields):
-    """An item's usage as result lines and chat records keep it; of the input, what the
-    vendor read from / wrote to its prompt cache (`CacheFields`) when it said so."""
-
-    prompt_tokens: int  # all input
-    completion_tokens: int
-
-
-def line_usage(
-    prompt_tokens: int,
-    completion_tokens: int,
-    *,
-    cache: CacheTokens = NO_CACHE_TOKENS,
-    tool_uses: tuple[tuple[str, int], ...] = (),
-) -> LineUsage:
-    """The usage as stored: the cache counts and tool uses only when there are any, so an
-    answer without them keeps its old shape."""
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        **cache.to_fields(),
-        **ToolUses.of(tool_uses).to_usage(),
-    }
-
-
-ZERO_USAGE: LineUsage = {"prompt_tokens": 0, "completion_tokens": 0}
 
 
 class LineError(TypedDict):
@@ -84,7 +48,7 @@ class ResultLine(_ItemAnswer):
 
     seq: int
     error: LineError | None
-    usage: LineUsage
+    usage: UsageFields
     model: str
     provider: str
     lane_id: str
@@ -99,7 +63,7 @@ class ArtifactRow(_ItemAnswer):
     error: PublicError | None
     model: NotRequired[str | None]
     provider: NotRequired[str | None]
-    usage: NotRequired[LineUsage | None]
+    usage: NotRequired[UsageFields | None]
 
 
 def public_error(error: LineError | None) -> PublicError | None:
@@ -149,22 +113,15 @@ class LaneTally:
 
     completed: int = 0
     failed: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache: CacheTokens = NO_CACHE_TOKENS  # of the input, read from / written to the prompt cache
-    tool_uses: ToolUses = NO_TOOL_USES  # the hosted tool calls of its completed rows
+    usage: TokenUsage = NO_USAGE  # of its completed rows
     # rows its vendor job gave after the lane handed those items over (deadline rescue,
     # failover): recorded, never delivered or charged (docs/batches.md, "A late result")
     late: int = 0
 
     def add(self, line: ResultLine) -> None:
         if line.get("status") == "completed":
-            usage = line.get("usage") or ZERO_USAGE
             self.completed += 1
-            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-            self.completion_tokens += int(usage.get("completion_tokens") or 0)
-            self.cache += CacheTokens.from_fields(usage)
-            self.tool_uses += ToolUses.from_usage(usage)
+            self.usage += TokenUsage.from_fields(line.get("usage") or {})
         else:
             self.failed += 1
 
@@ -174,19 +131,13 @@ class LaneTally:
         return {
             "completed": self.completed,
             "failed": self.failed,
-            **self.usage_counts(),
+            **self.usage.to_tally(),
             **({"late": self.late} if self.late else {}),
         }
 
-    def usage_counts(self) -> dict[str, int]:
-        """The usage of its completed rows as a flat map (`pricing.flat_usage`)."""
-        return flat_usage(self.prompt_tokens, self.completion_tokens, self.cache, self.tool_uses)
-
     @classmethod
     def from_dict(cls, tally: Mapping[str, int]) -> LaneTally:
-        return from_counters(
-            cls, tally, cache=CacheTokens.from_fields(tally), tool_uses=ToolUses.from_tally(tally)
-        )
+        return from_counters(cls, tally, usage=TokenUsage.from_tally(tally))
 
 
 @dataclass

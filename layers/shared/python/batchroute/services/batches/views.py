@@ -13,6 +13,7 @@ from batchroute.domain.batches.record import (
     WorkOrderRefItem,
 )
 from batchroute.domain.batches.states import BatchState
+from batchroute.domain.catalog.pricing import UsageFields
 from batchroute.domain.compat.batches import output_files
 from batchroute.domain.delivery.buckets import DeliveryView
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_count
@@ -76,7 +77,7 @@ class LaneStatusView(TypedDict):
     chunk_count: int
     attempts: int
     failover_from: object
-    usage: object
+    usage: UsageFields
     latest_error: object
 
 
@@ -189,7 +190,7 @@ def lane_statuses(lanes: list[LaneRecord]) -> list[LaneStatusView]:
             "chunk_count": lane_chunk_count(lane),
             "attempts": lane.attempts,
             "failover_from": lane.failover_from,
-            "usage": lane.usage,
+            "usage": lane.usage.to_fields(),
             "latest_error": lane.latest_error,
         }
         for lane in sorted(lanes, key=lambda lane: lane.lane_key)

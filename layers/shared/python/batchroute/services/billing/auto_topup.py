@@ -27,6 +27,7 @@ from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.alerts import AUTO_TOPUP_FAILED, AUTO_TOPUP_SUCCEEDED, Alert
 from batchroute.domain.billing.ledger import CreditItemRefused, WalletState
 from batchroute.domain.billing.payments import (
+    AttemptFailure,
     AttemptPage,
     AutoTopup,
     AutoTopupView,
@@ -61,6 +62,12 @@ UNCHARGED_EXPIRY = timedelta(hours=23)
 # A charged attempt the processor still has not settled this long after it started (its
 # webhooks retried for three days) fails: a success it reports later still credits it.
 UNRESOLVED_EXPIRY = timedelta(days=3)
+# An attempt withdrawn before its card was charged: nothing failed, nothing was charged.
+WITHDRAWN = AttemptFailure(
+    "auto_topup_disabled",
+    "Auto top-up was switched off before the card was charged; nothing was charged.",
+    untried=True,
+)
 # An attempt whose sweep raised something no retry was expected to fix (logged, counted).
 SWEEP_ERRORS_METRIC = "AutoTopupSweepErrors"
 
@@ -95,15 +102,7 @@ class TopupStore(SavedCards, Protocol):
     ) -> TransactItem: ...
 
     def failed_item(
-        self,
-        org_id: str,
-        attempt_id: str,
-        *,
-        processor_ref: str | None,
-        code: str,
-        reason: str,
-        at: str,
-        untried: bool = False,
+        self, org_id: str, attempt_id: str, failure: AttemptFailure, *, at: str
     ) -> TransactItem: ...
 
     def pending_attempts(self, created_before: str, *, limit: int = 50) -> list[TopupAttempt]: ...
@@ -454,15 +453,7 @@ class AutoTopupService:
             if current is None or current.status != "pending" or current.charge_tried_at is not None:
                 return False
             settings = self.store.auto_topup(attempt.org_id)
-            ended = self.store.failed_item(
-                attempt.org_id,
-                attempt.attempt_id,
-                processor_ref=None,
-                code="auto_topup_disabled",
-                reason="Auto top-up was switched off before the card was charged; nothing was charged.",
-                at=isoformat(at),
-                untried=True,
-            )
+            ended = self.store.failed_item(attempt.org_id, attempt.attempt_id, WITHDRAWN, at=isoformat(at))
             new = after_withdrawal(settings, current, at=at)
             if self.store.save(new, expected_version=settings.version, extra_items=(ended,)):
                 logger.info("auto top-up withdrawn: switched off", extra={"attempt_id": attempt.attempt_id})
@@ -488,9 +479,8 @@ class AutoTopupService:
                 return False
             settings = self.store.auto_topup(org_id)
             new = after_failure(settings, attempt, at=at)
-            failed_item = self.store.failed_item(
-                org_id, attempt_id, processor_ref=processor_ref, code=code, reason=reason, at=stamp
-            )
+            failure = AttemptFailure(code, reason, processor_ref)
+            failed_item = self.store.failed_item(org_id, attempt_id, failure, at=stamp)
             if self.store.save(new, expected_version=settings.version, extra_items=(failed_item,)):
                 logger.warning(
                     "auto top-up failed", extra={"org_id": org_id, "attempt_id": attempt_id, "code": code}

@@ -171,7 +171,7 @@ class FailureError(Protocol):
 
 def mark_account_down(
     catalog: Catalog,
-    availability: LaneAvailability | None,
+    availability: LaneAvailability,
     provider: str,
     error: FailureError,
     *,
@@ -184,16 +184,13 @@ def mark_account_down(
     lane_ids = [lane.lane_id for lane in catalog.lanes if lane.provider == provider]
     until = isoformat(now + timedelta(seconds=seconds))
     reason = f"{error.code}: {error.message}"
-    if availability is not None:
-        for lane_id in lane_ids:
-            try:
-                availability.mark_unavailable(
-                    lane_id, code=error.code, reason=reason, until=until, at=isoformat(now)
-                )
-            except Exception:  # the failover goes on; the alert below still goes out
-                logger.warning(
-                    "could not mark the lane unavailable", extra={"lane_id": lane_id}, exc_info=True
-                )
+    for lane_id in lane_ids:
+        try:
+            availability.mark_unavailable(
+                lane_id, code=error.code, reason=reason, until=until, at=isoformat(now)
+            )
+        except Exception:  # the failover goes on; the alert below still goes out
+            logger.warning("could not mark the lane unavailable", extra={"lane_id": lane_id}, exc_info=True)
     logger.error(
         "provider account cannot serve: its lanes are marked unavailable; operator action needed",
         extra={

@@ -40,7 +40,6 @@ from batchroute.domain.routing.engine import RejectedLane
 from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.domain.routing.policy import RoutePolicy
-from batchroute.domain.views import made_from
 from batchroute.errors import InvalidRequest, TransientError, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -270,12 +269,12 @@ class DirectChat:
     # The org's route policy: required, so that no wiring routes around it.
     policies: OrgPolicies
     watch: MoneyWatch  # billing alerts and auto top-up after a charge
+    # Where a provider account that cannot serve marks its lanes (lane live state).
+    availability: LaneAvailability
     options: DirectOptions = field(default_factory=DirectOptions)
     # The caller's rate limit, counted in the hold's transaction; without it the caller
     # was checked before `open` (auth.current_principal).
     limiter: RateLimiter | None = None
-    # Where a provider account that cannot serve marks its lanes (lane live state).
-    availability: LaneAvailability | None = None
     # Starts the first lane's request while the hold commits; None: hold first, then call.
     early: EarlyStarts | None = None
     # How a failed settlement is retried (backoff with jitter; tests inject the sleeper).
@@ -560,23 +559,15 @@ class DirectChat:
 
     def _checkpoint(self, call: DirectCall, *, answered: bool = False) -> None:
         usage = call.usage_so_far()
-        checkpoint = UsageCheckpoint(
-            lane_id=call.lane.lane_id,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cache=usage.cache,
-            answered=answered,
-            tool_uses=ToolUses.of(usage.tool_uses),
-        )
+        checkpoint = UsageCheckpoint(lane_id=call.lane.lane_id, usage=usage.tokens, answered=answered)
         self.store.checkpoint(call.batch_id, checkpoint, isoformat(self.clock.now()))
 
     def _outcome(
         self, call: DirectCall, at: str, usage: Usage, charge: Money, *, completed: bool, error: str | None
     ) -> ChatOutcome:
         charged = min(charge, call.hold)
-        return made_from(  # the tokens, cache and tool uses as the vendor billed them
-            usage,
-            ChatOutcome,
+        return ChatOutcome(
+            usage=usage.tokens,
             completed=completed,
             at=at,
             latest_error=error,
@@ -627,9 +618,7 @@ class DirectChat:
 
 def chat_usage(lane: DirectLane, usage: Usage, *, day: str) -> UsageCharge:
     """What one direct request adds to the usage counters: one chat request on its lane."""
-    line = direct_usage_line(
-        lane.lane, usage.prompt_tokens, usage.completion_tokens, usage.cache, ToolUses.of(usage.tool_uses)
-    )
+    line = direct_usage_line(lane.lane, usage.tokens)
     return UsageCharge(day=day, lines=(line,))
 
 

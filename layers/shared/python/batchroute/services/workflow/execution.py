@@ -62,6 +62,7 @@ from batchroute.domain.batches.artifact_keys import partial_chunk_key, result_ch
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.catalog.catalog import Catalog, Lane
+from batchroute.domain.catalog.pricing import UsageFields
 from batchroute.domain.routing.items import BatchItem
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
@@ -79,7 +80,7 @@ from batchroute.domain.routing.lane_plan import (
     root_number,
 )
 from batchroute.domain.routing.policy import in_force
-from batchroute.domain.workflow.results import ChunkTally, HandOver, LineError, LineUsage, ResultLine
+from batchroute.domain.workflow.results import ChunkTally, HandOver, LineError, ResultLine
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.providers.base import (
@@ -146,7 +147,7 @@ def result_line(
     seq: int, customer_item_id: Any, result: ProviderResult, attempts: int, lane: LaneRecord
 ) -> ResultLine:
     """One line of a lane's result chunk (docs/batches.md)."""
-    usage: LineUsage = result.usage.to_dict()
+    usage: UsageFields = result.usage.to_dict()
     error: LineError | None = None
     if result.error is not None:
         error = {
@@ -246,11 +247,11 @@ class LaneExecutor:
     policies: OrgPolicies
     capacity: Capacity  # a lane's items come off its provider's capacity today
     rescue: DeadlineRescue  # a lane that would miss the batch's deadline is rescued (docs/batches.md)
+    availability: LaneAvailability  # where a provider account that cannot serve marks its lanes
     limits: LaneLimits = field(default_factory=LaneLimits)
     sleeper: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
     budget: Callable[[], TimeBudget] | None = None  # None: the lane limits' fallback seconds
-    availability: LaneAvailability | None = None
 
     def _budget(self) -> TimeBudget:
         return self.budget() if self.budget is not None else TimeBudget(self.limits.fallback_seconds)

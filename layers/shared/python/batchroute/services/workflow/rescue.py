@@ -344,7 +344,10 @@ def _estimated_cost(
         if lane.status in _ENDED:  # a lane that ended (or handed over) owns no open item
             open_items = 0
         micros += item_micros(
-            Decimal(lane.prompt_tokens), Decimal(lane.completion_tokens), lane.unit_prices, fee_pct
+            Decimal(lane.usage.prompt_tokens),
+            Decimal(lane.usage.completion_tokens),
+            lane.unit_prices,
+            fee_pct,
         )
         micros += max(0, open_items) * item_micros(prompt, output, lane.unit_prices, fee_pct)
         if lane.completed or open_items > 0:

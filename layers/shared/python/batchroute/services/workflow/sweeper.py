@@ -150,16 +150,15 @@ def _swept_usage(lane: Lane | None, checkpoint: UsageCheckpoint, model: str) -> 
     """The usage a stopped chat request last checkpointed: each token kind at its lane's
     direct price, and its hosted tool calls at the lane's (nothing charged on a lane the
     catalog no longer has)."""
-    cache = checkpoint.cache
+    used = checkpoint.usage
     if lane is not None:
-        return direct_usage_line(
-            lane, checkpoint.prompt_tokens, checkpoint.completion_tokens, cache, checkpoint.tool_uses
-        )
+        return direct_usage_line(lane, used)
+    cache = used.cache
     return UsageLine(
         model=model,
         provider="",
-        input_tokens=checkpoint.prompt_tokens,
-        output_tokens=checkpoint.completion_tokens,
+        input_tokens=used.prompt_tokens,
+        output_tokens=used.completion_tokens,
         cached_input_tokens=cache.cached_input_tokens,
         cache_write_input_tokens=cache.cache_write_input_tokens,
         chat_requests=1,
@@ -174,10 +173,7 @@ def _swept_outcome(
     return ChatOutcome(
         completed=checkpoint.answered,
         at=at,
-        prompt_tokens=checkpoint.prompt_tokens,
-        completion_tokens=checkpoint.completion_tokens,
-        tool_uses=checkpoint.tool_uses.calls,
-        cache=checkpoint.cache,
+        usage=checkpoint.usage,
         latest_error=None
         if checkpoint.answered
         else "the request stopped before it settled; charged the usage last recorded",
