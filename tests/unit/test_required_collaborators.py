@@ -42,6 +42,8 @@ GUARDING: dict[str, str] = {
     "DeadlineRescue": "a lane that would miss the batch's deadline is rescued",
     "Capacity": "a lane's items come off its provider's capacity",
     "LaneAvailability": "a provider account that cannot serve is taken out of routing",
+    "RetentionTerms": "a result file says when its bytes go",
+    "FeedbackLookup": "an item row carries its feedback",
 }
 
 

@@ -165,9 +165,9 @@ class BatchReads:
     artifacts: ObjectStore
     sign: Signer
     _: KW_ONLY
-    retention: RetentionTerms | None = None
+    retention: RetentionTerms  # when a result file's bytes go (docs/retention.md)
+    feedback: FeedbackLookup  # each item row's feedback (docs/feedback.md)
     grace: timedelta = timedelta(hours=72)
-    feedback: FeedbackLookup | None = None
 
     def with_content(self, principal: Principal, batch_id: str) -> BatchRecord:
         """The caller's batch whose result bytes are still kept (410 once reclaimed)."""
@@ -179,7 +179,7 @@ class BatchReads:
     def files(self, batch: BatchRecord) -> ArtifactFilesView:
         """The detailed view's `artifacts`: each file's status and when its bytes go."""
         expires_at = None
-        if self.retention is not None and batch.finalized_at and not batch.artifacts_reclaimed_at:
+        if batch.finalized_at and not batch.artifacts_reclaimed_at:
             until = keep_until(
                 self.retention.get(batch.org_id),
                 finalized_at=datetime.fromisoformat(batch.finalized_at),
@@ -275,10 +275,9 @@ class BatchReads:
         made at the first row (docs/feedback.md)."""
         found: dict[str, list[FeedbackView]] | None = None
         for row in rows:
-            if self.feedback is not None:
-                if found is None:
-                    found = self.feedback.for_batch(batch.org_id, batch.batch_id)
-                row["feedback"] = found.get(str(row["customer_item_id"]), [])
+            if found is None:
+                found = self.feedback.for_batch(batch.org_id, batch.batch_id)
+            row["feedback"] = found.get(str(row["customer_item_id"]), [])
             yield row
 
     def _item_rows(self, batch: BatchRecord, lanes: list[LaneRecord], start: int) -> Iterator[ItemRowView]:

@@ -150,7 +150,7 @@ class CompatFiles:
         batches: BatchReader,
         artifacts: Artifacts,
         reclaim: ReclaimMarks,
-        retention: RetentionTerms | None = None,
+        retention: RetentionTerms,
         grace: timedelta = timedelta(hours=72),
     ) -> None:
         self.files = files
@@ -158,7 +158,7 @@ class CompatFiles:
         self.batches = batches
         self.artifacts = artifacts
         self.reclaim = reclaim
-        self.retention = retention  # an output file's `expires_at` (None: not known here)
+        self.retention = retention  # an output file's `expires_at`
         self.grace = grace
         # Assembled uploads (the Uploads API) may be as large as any stored file.
         self._assembler = FileService(
@@ -211,7 +211,7 @@ class CompatFiles:
         """When retention reclaims the batch's result bytes, and so its output and error
         files (the detailed batch view's `artifacts.expires_at`); None when the org keeps them
         until deleted."""
-        if self.retention is None or not batch.finalized_at:
+        if not batch.finalized_at:
             return None
         until = keep_until(
             self.retention.get(batch.org_id),
