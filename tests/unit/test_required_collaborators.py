@@ -44,6 +44,7 @@ GUARDING: dict[str, str] = {
     "LaneAvailability": "a provider account that cannot serve is taken out of routing",
     "RetentionTerms": "a result file says when its bytes go",
     "FeedbackLookup": "an item row carries its feedback",
+    "References": "usage and receipts show what routing saved",
 }
 
 

@@ -228,6 +228,7 @@ def test_settle_charges_the_reservation_first_then_each_overage_hold_exactly_onc
         fees=builtin_catalog().fees,
         clock=FixedClock(NOW),
         work_orders=None,  # type: ignore[arg-type]
+        references=None,  # type: ignore[arg-type]
     )
     usage = UsageCharge(day="2026-11-21", lines=())
     # When Settle charges the batch's cost

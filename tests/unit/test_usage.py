@@ -12,10 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from batchroute.adapters.dynamo.lane_records import lane_from_item
+from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import WalletState
+from batchroute.domain.billing.savings import References
 from batchroute.domain.billing.usage import (
     OTHER,
     UNATTRIBUTED,
@@ -281,12 +283,15 @@ class _Controls:
 
 
 PRINCIPAL = Principal(org_id="org_1", role="billing", via="api_key", key_id="key_1")
+REFERENCES = References.of(builtin_catalog())
 
 
 def test_the_read_is_one_range_over_both_periods() -> None:
     ledger = _Ledger([UsageCounter("2026-10-31", "m", "p", UsageFigures(5, 1, 1, 1, 0))])
     clock = FixedClock(datetime(2026, 11, 5, 12, tzinfo=UTC))
-    report = UsageService(ledger=ledger, controls=_Controls(None), clock=clock).report(PRINCIPAL)
+    report = UsageService(ledger=ledger, controls=_Controls(None), clock=clock, references=REFERENCES).report(
+        PRINCIPAL
+    )
     assert ledger.ranges == [("2026-10-01", "2026-11-30")]
     api = report.to_api()
     assert api["period"] == "monthly" and api["timezone"] == "UTC"
@@ -300,7 +305,7 @@ def test_the_default_period_is_the_enabled_limits() -> None:
     ledger = _Ledger([])
 
     def service(controls: BillingControls | None) -> UsageService:
-        return UsageService(ledger=ledger, controls=_Controls(controls), clock=clock)
+        return UsageService(ledger=ledger, controls=_Controls(controls), clock=clock, references=REFERENCES)
 
     daily = BillingControls(org_id="org_1", limit_enabled=True, limit_period="daily", limit_amount=Money(1))
     assert service(daily).report(PRINCIPAL).period == "daily"

@@ -45,7 +45,7 @@ class UsageService:
     ledger: UsageLedger
     controls: ControlsReader
     clock: Clock
-    references: References | None = None
+    references: References  # what routing saved: each counter beside its reference prices
 
     def report(self, principal: Principal, *, period: str | None = None) -> UsageReport:
         authorize(principal, "billing:read")
@@ -63,8 +63,7 @@ class UsageService:
         current = period_window(kind, now, zone)
         previous = current.previous()
         counters = self.ledger.usage_between(org_id, previous.start.isoformat(), current.end.isoformat())
-        if self.references is not None:
-            counters = [counter.with_savings(self.references) for counter in counters]
+        counters = [counter.with_savings(self.references) for counter in counters]
         today = now.astimezone(zoneinfo.ZoneInfo(zone)).date()
         wallet = self.ledger.state(org_id)
         return UsageReport(
@@ -75,5 +74,5 @@ class UsageService:
             previous=summarize(counters, previous, today=today),
             generated_at=now,
             period=kind,
-            reference_prices_as_of=self.references.prices_as_of if self.references is not None else None,
+            reference_prices_as_of=self.references.prices_as_of,
         )

@@ -86,7 +86,7 @@ class Settlement:
     clock: Clock
     # required, so that no wiring settles a member without its work order counting it
     work_orders: WorkOrderMembers
-    references: References | None = None
+    references: References  # what routing saved, on the receipt
 
     def settle(self, batch: BatchRecord) -> SettleOutput:
         batch_id = batch.batch_id
