@@ -314,7 +314,7 @@ class Sweeper:
     # None where there is no settle queue to send it to
     stranded_holds: DueResends | None = None
 
-    def _settle_stale_holds(self) -> HoldSweepReport:
+    def _chat_holds(self) -> SweepOutcome:
         """Chat holds whose request died (docs/chat.md), then the watch of each org charged."""
         holds = resolve_stale_chat_holds(
             self.ledger,
@@ -328,15 +328,15 @@ class Sweeper:
         now = self.clock.now()
         for org_id in sorted(holds.charged_orgs):
             self.watch.moved(org_id, at=now)
-        return holds
+        return {"chat_holds_settled": holds.settled}
 
-    def _release_abandoned_regressions(self) -> list[str]:
+    def _regression_holds(self) -> SweepOutcome:
         """Regression holds whose run died (docs/schedules.md)."""
         released = release_abandoned_regression_holds(self.regression_holds, self.clock)
         metrics.add_metric(
             name="AbandonedRegressionHoldsReleased", unit=MetricUnit.Count, value=len(released.settled)
         )
-        return released.settled
+        return {"regression_holds_released": released.settled}
 
     def sweep(self) -> SweepOutcome:
         """Runs every step on its own: a step that raises (a record it cannot handle, a store
@@ -392,16 +392,10 @@ class Sweeper:
         logger.info("expiry swept", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
         return {"expired": report.expired, "skipped": report.skipped}
 
-    def _chat_holds(self) -> SweepOutcome:
-        return {"chat_holds_settled": self._settle_stale_holds().settled}
-
     def _webhooks(self) -> SweepOutcome:
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
         return {"webhooks": retried.as_dict()}
-
-    def _regression_holds(self) -> SweepOutcome:
-        return {"regression_holds_released": self._release_abandoned_regressions()}
 
 
 def _billing_webhooks(due: DueWebhooks) -> SweepOutcome:
