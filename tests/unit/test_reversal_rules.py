@@ -20,6 +20,7 @@ from batchroute.domain.billing.reversals import (
     ProcessorCharge,
     ProcessorDispute,
     ReversalClaim,
+    ReversalFigures,
     ReversalStep,
     charge_problem,
     dispute_problem,
@@ -32,29 +33,25 @@ CHARGE = ProcessorCharge("ch_1", "pi_1", 2500, 1000, "usd", "succeeded")
 
 
 def test_a_refund_takes_what_is_available_and_records_the_rest() -> None:
-    step = reversal_step(
-        CreditReversal(USD25), kind="refund", confirmed_cents=2500, available_micros=5_000_000
-    )
+    step = reversal_step(CreditReversal(USD25), ReversalFigures("refund", 2500), available_micros=5_000_000)
     assert step is not None
     assert (step.debit_micros, step.unrecovered_micros) == (5_000_000, 20_000_000)
     assert step.after.recovered_micros + step.after.unrecovered_micros == USD25
 
 
 def test_a_repeat_or_an_older_figure_records_nothing_and_partial_refunds_add_up() -> None:
-    first = reversal_step(CreditReversal(USD25), kind="refund", confirmed_cents=1000, available_micros=USD25)
+    first = reversal_step(CreditReversal(USD25), ReversalFigures("refund", 1000), available_micros=USD25)
     assert first is not None and first.debit_micros == 10_000_000
-    assert reversal_step(first.after, kind="refund", confirmed_cents=1000, available_micros=USD25) is None
-    assert reversal_step(first.after, kind="refund", confirmed_cents=500, available_micros=USD25) is None
-    second = reversal_step(first.after, kind="refund", confirmed_cents=2500, available_micros=USD25)
+    assert reversal_step(first.after, ReversalFigures("refund", 1000), available_micros=USD25) is None
+    assert reversal_step(first.after, ReversalFigures("refund", 500), available_micros=USD25) is None
+    second = reversal_step(first.after, ReversalFigures("refund", 2500), available_micros=USD25)
     assert second is not None and second.debit_micros == 15_000_000 and second.after.version == 2
 
 
 def test_a_refund_and_a_lost_dispute_never_take_more_than_the_credit() -> None:
-    refunded = reversal_step(
-        CreditReversal(USD25), kind="refund", confirmed_cents=2000, available_micros=USD25
-    )
+    refunded = reversal_step(CreditReversal(USD25), ReversalFigures("refund", 2000), available_micros=USD25)
     assert refunded is not None
-    lost = reversal_step(refunded.after, kind="dispute", confirmed_cents=2500, available_micros=USD25)
+    lost = reversal_step(refunded.after, ReversalFigures("dispute", 2500), available_micros=USD25)
     assert lost is not None and lost.debit_micros == 5_000_000
     assert lost.after.recovered_micros == USD25
 
@@ -103,12 +100,10 @@ USD10, USD15, USD5 = 10_000_000, 15_000_000, 5_000_000
 
 def test_a_failed_refund_gives_back_what_it_took_once() -> None:
     # Given a full refund recorded and taken back in full
-    taken = reversal_step(CreditReversal(USD25), kind="refund", confirmed_cents=2500, available_micros=USD25)
+    taken = reversal_step(CreditReversal(USD25), ReversalFigures("refund", 2500), available_micros=USD25)
     assert taken is not None and taken.debit_micros == USD25
     # When the processor says 0 refunded, 25 of refunds failed
-    failed = reversal_step(
-        taken.after, kind="refund", confirmed_cents=0, available_micros=0, failed_cents=2500
-    )
+    failed = reversal_step(taken.after, ReversalFigures("refund", 0, 2500), available_micros=0)
     # Then all of it is given back, once, and the record follows the processor
     assert failed is not None
     assert (failed.failed_cents, failed.credit_back_micros, failed.unrecovered_cleared_micros) == (
@@ -125,40 +120,32 @@ def test_a_failed_refund_gives_back_what_it_took_once() -> None:
         2,
     )
     for stale in ((0, 2500), (2500, 0), (0, 0)):  # the failure again, or reads from before it
-        again = reversal_step(
-            after, kind="refund", confirmed_cents=stale[0], available_micros=USD25, failed_cents=stale[1]
-        )
+        again = reversal_step(after, ReversalFigures("refund", stale[0], stale[1]), available_micros=USD25)
         assert again is None
 
 
 def test_a_lower_figure_without_a_reported_failure_is_an_older_read() -> None:
     # Given 10 then 15 more refunded, the second read recorded first (events handled together)
-    second = reversal_step(CreditReversal(USD25), kind="refund", confirmed_cents=2500, available_micros=USD25)
+    second = reversal_step(CreditReversal(USD25), ReversalFigures("refund", 2500), available_micros=USD25)
     assert second is not None
     # When the first event's read (10 refunded, nothing failed) is recorded after it: nothing
-    assert reversal_step(second.after, kind="refund", confirmed_cents=1000, available_micros=USD25) is None
+    assert reversal_step(second.after, ReversalFigures("refund", 1000), available_micros=USD25) is None
     # And a failure only gives back what the processor says failed
-    failed = reversal_step(
-        second.after, kind="refund", confirmed_cents=1000, available_micros=0, failed_cents=1500
-    )
+    failed = reversal_step(second.after, ReversalFigures("refund", 1000, 1500), available_micros=0)
     assert failed is not None and failed.credit_back_micros == USD15 and failed.after.refunded_cents == 1000
 
 
 def test_a_failed_refund_is_undone_first_from_the_part_not_recovered() -> None:
     # Given a refund of 25 when only 5 was left: 5 taken, 20 not recovered
-    taken = reversal_step(CreditReversal(USD25), kind="refund", confirmed_cents=2500, available_micros=USD5)
+    taken = reversal_step(CreditReversal(USD25), ReversalFigures("refund", 2500), available_micros=USD5)
     assert taken is not None and taken.after.unrecovered_micros == 20_000_000
     # When 15 of it fails (25 -> 10 refunded): 15 of the 20 never taken is no longer owed
-    partly = reversal_step(
-        taken.after, kind="refund", confirmed_cents=1000, available_micros=0, failed_cents=1500
-    )
+    partly = reversal_step(taken.after, ReversalFigures("refund", 1000, 1500), available_micros=0)
     assert partly is not None
     assert (partly.credit_back_micros, partly.unrecovered_cleared_micros) == (0, USD15)
     assert (partly.after.recovered_micros, partly.after.unrecovered_micros) == (USD5, USD5)
     # And when the rest fails too, the 5 not recovered goes first, then the 5 taken comes back
-    rest = reversal_step(
-        partly.after, kind="refund", confirmed_cents=0, available_micros=0, failed_cents=2500
-    )
+    rest = reversal_step(partly.after, ReversalFigures("refund", 0, 2500), available_micros=0)
     assert rest is not None
     assert (rest.credit_back_micros, rest.unrecovered_cleared_micros) == (USD5, USD5)
     assert (rest.after.recovered_micros, rest.after.unrecovered_micros) == (0, 0)
@@ -166,38 +153,28 @@ def test_a_failed_refund_is_undone_first_from_the_part_not_recovered() -> None:
 
 def test_a_failed_refund_covered_by_a_lost_dispute_moves_nothing_but_is_recorded() -> None:
     # Given a refund of 20, then a lost dispute of 25: the whole credit is owed back
-    refunded = reversal_step(
-        CreditReversal(USD25), kind="refund", confirmed_cents=2000, available_micros=USD25
-    )
+    refunded = reversal_step(CreditReversal(USD25), ReversalFigures("refund", 2000), available_micros=USD25)
     assert refunded is not None
-    lost = reversal_step(refunded.after, kind="dispute", confirmed_cents=2500, available_micros=USD25)
+    lost = reversal_step(refunded.after, ReversalFigures("dispute", 2500), available_micros=USD25)
     assert lost is not None and lost.after.recovered_micros == USD25
     # When the refund fails: the dispute still takes the whole credit, so nothing comes back
-    failed = reversal_step(
-        lost.after, kind="refund", confirmed_cents=0, available_micros=0, failed_cents=2000
-    )
+    failed = reversal_step(lost.after, ReversalFigures("refund", 0, 2000), available_micros=0)
     assert failed is not None and failed.failed_cents == 2000
     assert (failed.credit_back_micros, failed.unrecovered_cleared_micros) == (0, 0)
     assert (failed.after.refunded_cents, failed.after.recovered_micros) == (0, USD25)
     # And a lost dispute's figure never shrinks: a lower one is an older one, late
-    assert reversal_step(failed.after, kind="dispute", confirmed_cents=0, available_micros=0) is None
+    assert reversal_step(failed.after, ReversalFigures("dispute", 0), available_micros=0) is None
 
 
 def test_a_refund_made_again_after_one_failed_is_taken_back_again() -> None:
-    taken = reversal_step(CreditReversal(USD25), kind="refund", confirmed_cents=1000, available_micros=USD25)
+    taken = reversal_step(CreditReversal(USD25), ReversalFigures("refund", 1000), available_micros=USD25)
     assert taken is not None
-    failed = reversal_step(
-        taken.after, kind="refund", confirmed_cents=0, available_micros=0, failed_cents=1000
-    )
+    failed = reversal_step(taken.after, ReversalFigures("refund", 0, 1000), available_micros=0)
     assert failed is not None and failed.credit_back_micros == USD10
-    again = reversal_step(
-        failed.after, kind="refund", confirmed_cents=1000, available_micros=USD25, failed_cents=1000
-    )
+    again = reversal_step(failed.after, ReversalFigures("refund", 1000, 1000), available_micros=USD25)
     assert again is not None and again.debit_micros == USD10 and again.after.version == 3
     # Both seen at once (failed, and made again, before either event arrived): recorded, quiet
-    both = reversal_step(
-        taken.after, kind="refund", confirmed_cents=1000, available_micros=USD25, failed_cents=1000
-    )
+    both = reversal_step(taken.after, ReversalFigures("refund", 1000, 1000), available_micros=USD25)
     assert both is not None and both.quiet and (both.debit_micros, both.credit_back_micros) == (0, 0)
     assert both.after.refund_failed_cents == 1000
 
@@ -300,15 +277,11 @@ def _move_wallet(wallet: Wallet, n: int, percent: int, credit: int) -> None:
 def _apply(record: CreditReversal, read: tuple[int, int, int], available: int) -> list[ReversalStep]:
     """What the service records of one read: the refund figures, then the lost dispute."""
     refunded, failed, lost = read
-    steps = [
-        reversal_step(
-            record, kind="refund", confirmed_cents=refunded, available_micros=available, failed_cents=failed
-        )
-    ]
+    steps = [reversal_step(record, ReversalFigures("refund", refunded, failed), available_micros=available)]
     if steps[0] is not None:
         record, available = steps[0].after, available - steps[0].debit_micros + steps[0].credit_back_micros
     if lost:
-        steps.append(reversal_step(record, kind="dispute", confirmed_cents=lost, available_micros=available))
+        steps.append(reversal_step(record, ReversalFigures("dispute", lost), available_micros=available))
     return [s for s in steps if s is not None]
 
 

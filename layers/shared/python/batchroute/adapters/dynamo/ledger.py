@@ -60,7 +60,13 @@ from batchroute.domain.billing.ledger import (
     resolve,
 )
 from batchroute.domain.billing.reconciliation import LedgerCredit
-from batchroute.domain.billing.reversals import CreditReversal, ReversalKind, ReversalStep, reversal_step
+from batchroute.domain.billing.reversals import (
+    CreditReversal,
+    ReversalFigures,
+    ReversalKind,
+    ReversalStep,
+    reversal_step,
+)
 from batchroute.domain.billing.usage import (
     USAGE_DAY_PREFIX,
     ReservationCharge,
@@ -235,14 +241,7 @@ class LedgerStore(DynamoStore):
         return None if marker is None else _reversal_of(marker)
 
     def record_reversal(
-        self,
-        org_id: str,
-        processor_ref: str,
-        *,
-        kind: ReversalKind,
-        confirmed_cents: int,
-        at: str,
-        failed_cents: int = 0,
+        self, org_id: str, processor_ref: str, figures: ReversalFigures, *, at: str
     ) -> ReversalStep | None:
         """Record the processor's confirmed refunded (or lost in dispute) cents against the
         credit `processor_ref`, ONCE: the marker's record (conditional on its version), the
@@ -257,16 +256,10 @@ class LedgerStore(DynamoStore):
             current = self.credit_reversal(org_id, processor_ref)
             if current is None:
                 return None
-            step = reversal_step(
-                current,
-                kind=kind,
-                confirmed_cents=confirmed_cents,
-                available_micros=self.state(org_id).available.micros,
-                failed_cents=failed_cents,
-            )
+            step = reversal_step(current, figures, available_micros=self.state(org_id).available.micros)
             if step is None:
                 return None
-            items = self._reversal_items(org_id, processor_ref, current, step, kind=kind, at=at)
+            items = self._reversal_items(org_id, processor_ref, current, step, kind=figures.kind, at=at)
             try:
                 self.dynamodb.transact_write_items(TransactItems=items)
             except ClientError as exc:

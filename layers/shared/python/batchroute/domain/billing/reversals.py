@@ -121,6 +121,25 @@ class CreditReversal:
 
 
 @dataclass(frozen=True)
+class ReversalFigures:
+    """The processor's own figures for a claim: the cents refunded (a Charge's
+    `amount_refunded`) or lost in disputes, in all, and for a refund what its failed refunds
+    came to."""
+
+    kind: ReversalKind
+    confirmed_cents: int
+    failed_cents: int = 0
+
+    def beyond(self, recorded: CreditReversal) -> bool:
+        """Whether they go past what `recorded` holds (not a repeat, an older figure, or a
+        refund that failed)."""
+        if self.kind == "dispute":
+            return self.confirmed_cents > recorded.disputed_cents
+        ever = recorded.refunded_cents + recorded.refund_failed_cents
+        return self.confirmed_cents + self.failed_cents > ever
+
+
+@dataclass(frozen=True)
 class ReversalStep:
     """One recorded change: the record after it, what is debited now, what is not recovered;
     for refunds that failed, also how many refunded cents failed, what is given back to the
@@ -138,24 +157,19 @@ class ReversalStep:
 
 
 def reversal_step(
-    current: CreditReversal,
-    *,
-    kind: ReversalKind,
-    confirmed_cents: int,
-    available_micros: int,
-    failed_cents: int = 0,
+    current: CreditReversal, figures: ReversalFigures, *, available_micros: int
 ) -> ReversalStep | None:
-    """The step that records the processor's `confirmed_cents` (refunded, or lost in
-    disputes; for a refund also `failed_cents`, what its failed refunds came to), or None
-    when the record already holds those figures (a repeat, or an older read delivered late).
-    Takes what is owed now from `available_micros`, at most; the rest is not recovered. A
-    refunded figure lowered by a failed refund undoes what it took (`refund_failed_step`).
-    Never debits more than the credit, never twice; never gives back more than it took."""
-    if kind == "dispute":
+    """The step that records the processor's `figures`, or None when the record already
+    holds them (a repeat, or an older read delivered late). Takes what is owed now from
+    `available_micros`, at most; the rest is not recovered. A refunded figure lowered by a
+    failed refund undoes what it took (`refund_failed_step`). Never debits more than the
+    credit, never twice; never gives back more than it took."""
+    confirmed_cents = figures.confirmed_cents
+    if figures.kind == "dispute":
         if confirmed_cents <= current.disputed_cents:
             return None  # a lost dispute stays lost: a lower figure is an older one
         return _taken_step(current, replace(current, disputed_cents=confirmed_cents), available_micros)
-    after = refund_figures(current, refunded_cents=confirmed_cents, failed_cents=failed_cents)
+    after = refund_figures(current, refunded_cents=confirmed_cents, failed_cents=figures.failed_cents)
     if after == current:
         return None
     if after.refunded_cents < current.refunded_cents:

@@ -51,6 +51,7 @@ from batchroute.domain.billing.reversals import (
     ProcessorCharge,
     ProcessorDispute,
     ReversalClaim,
+    ReversalFigures,
     ReversalKind,
     ReversalStep,
     charge_problem,
@@ -107,26 +108,17 @@ class ReversalLedger(Protocol):
     def credit_reversal(self, org_id: str, processor_ref: str) -> CreditReversal | None: ...
 
     def record_reversal(
-        self,
-        org_id: str,
-        processor_ref: str,
-        *,
-        kind: ReversalKind,
-        confirmed_cents: int,
-        at: str,
-        failed_cents: int = 0,
+        self, org_id: str, processor_ref: str, figures: ReversalFigures, *, at: str
     ) -> ReversalStep | None: ...
 
 
 @dataclass(frozen=True)
 class Confirmed:
-    """The processor's word on a claim: its Charge, the cents refunded (refund) or lost
-    (dispute) in all, the refunds that failed (refund), and the dispute's status."""
+    """The processor's word on a claim: its Charge, its figures, and the dispute's status."""
 
     charge: ProcessorCharge
-    cents: int
+    figures: ReversalFigures
     dispute_status: str | None = None
-    failed_cents: int = 0
 
 
 @dataclass(frozen=True)
@@ -162,7 +154,7 @@ class PaymentReversals:
         if credited is None:
             return False
         at = self.clock.now()
-        if claim.kind == "dispute" and confirmed.cents == 0:
+        if claim.kind == "dispute" and confirmed.figures.confirmed_cents == 0:
             self._disputed(
                 credited, claim, confirmed.dispute_status or "", at=at, since=_instant(event.created)
             )
@@ -171,12 +163,7 @@ class PaymentReversals:
         # charge of the refunded (or charged back) card follows it
         switched_off = self._switch_off(credited, claim, confirmed, since=_instant(event.created))
         step = self.ledger.record_reversal(
-            credited.org_id,
-            credited.processor_ref,
-            kind=claim.kind,
-            confirmed_cents=confirmed.cents,
-            at=isoformat(at),
-            failed_cents=confirmed.failed_cents,
+            credited.org_id, credited.processor_ref, confirmed.figures, at=isoformat(at)
         )
         if step is None:
             return False  # recorded before (a repeat, or an older figure delivered late)
@@ -193,10 +180,7 @@ class PaymentReversals:
         payment's marker holds (not for a repeat, an older figure, or a refund that failed);
         True when it was switched off now."""
         was = credited.recorded or CreditReversal(credited_micros=0)
-        if claim.kind == "refund":
-            grows = confirmed.cents + confirmed.failed_cents > was.refunded_cents + was.refund_failed_cents
-        else:
-            grows = confirmed.cents > was.disputed_cents
+        grows = confirmed.figures.beyond(was)
         return grows and self.topups.switch_off(credited.org_id, _OFF_REASONS[claim.kind], since=since)
 
     def _confirmed(self, event: ProcessorEvent, claim: ReversalClaim) -> Confirmed | None:
@@ -206,12 +190,15 @@ class PaymentReversals:
         problem = charge_problem(charge, claim)
         confirmed = None
         if charge is not None and problem is None:
-            confirmed = Confirmed(charge, charge.refunded_cents, failed_cents=charge.failed_refund_cents)
+            refunded = ReversalFigures("refund", charge.refunded_cents, charge.failed_refund_cents)
+            confirmed = Confirmed(charge, refunded)
             if claim.kind == "dispute":
                 dispute = self.processor.dispute(claim.dispute_id or "")
                 problem = dispute_problem(dispute, claim)
                 if dispute is not None:
-                    confirmed = Confirmed(charge, dispute.lost_cents, dispute.status)
+                    confirmed = Confirmed(
+                        charge, ReversalFigures("dispute", dispute.lost_cents), dispute.status
+                    )
         if problem is not None or confirmed is None:
             refuse_payment_event(
                 problem or "the processor does not confirm the event",
