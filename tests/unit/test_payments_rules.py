@@ -14,8 +14,9 @@ from typing import Any, cast
 import pytest
 from pydantic import ValidationError
 
-from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
+from batchroute.adapters.stripe_payments import SecretsManagerStripeKeys, StripeKeys, StripePayments
 from batchroute.clock import FixedClock
+from batchroute.config import Settings
 from batchroute.domain.billing.ledger import Entry, Wallet, WalletState, ledger_violations
 from batchroute.domain.billing.payments import (
     BACKOFF,
@@ -290,6 +291,21 @@ def test_an_event_must_come_in_the_mode_of_the_key() -> None:
 )
 def test_the_keys_mode_comes_from_its_prefix(key: str, live: bool) -> None:
     assert StripePayments(lambda: StripeKeys(secret_key=key, webhook_secret="whsec_x")).live_key() is live
+
+
+def test_the_processor_reads_its_keys_from_the_secret_in_aws_and_from_the_settings_elsewhere() -> None:
+    local = StripePayments.from_settings(
+        Settings(stripe_secret_key="sk_test_local", payments_api_url="http://127.0.0.1:8010/stripe")
+    )
+    assert local.keys().secret_key == "sk_test_local"
+    assert local.api_base == "http://127.0.0.1:8010/stripe"
+    aws = StripePayments.from_settings(
+        Settings(
+            payments_secret_name="batchroute-test-payments-stripe",
+        )
+    )
+    assert isinstance(aws.keys, SecretsManagerStripeKeys)
+    assert aws.keys.name == "batchroute-test-payments-stripe"
 
 
 PENDING = TopupAttempt("topup_1", "org_1", Money.usd(20), "pending", "2026-03-01", "2026-03-01")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 if TYPE_CHECKING:
     import stripe
 
-from batchroute.config import DEV_WEBHOOK_SECRET
+from batchroute.config import DEV_WEBHOOK_SECRET, Settings
 from batchroute.domain.billing.payments import (
     Charge,
     CheckoutSession,
@@ -111,6 +111,28 @@ class StripePayments:
     api_base: str | None = None
     timeout_seconds: float = 20.0
     max_network_retries: int = 2
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> StripePayments:
+        """In AWS, the keys of the payments secret (read through the cache); elsewhere the
+        settings' own (the emulator's, locally)."""
+        keys: Callable[[], StripeKeys]
+        if settings.payments_secret_name:
+            from batchroute.adapters.aws import client
+
+            keys = SecretsManagerStripeKeys(
+                settings.payments_secret_name, secretsmanager=client("secretsmanager")
+            )
+        else:
+            local = StripeKeys(
+                secret_key=settings.stripe_secret_key.get_secret_value(),
+                webhook_secret=settings.stripe_webhook_secret.get_secret_value(),
+            )
+
+            def keys() -> StripeKeys:
+                return local
+
+        return cls(keys, api_base=settings.effective_payments_api_url)
 
     def _client(self) -> stripe.StripeClient:
         import stripe  # on first use: the SDK costs ~120 ms of import, kept off cold starts

@@ -3,7 +3,6 @@ payments, auto top-up and reconciliation (docs/billing-alerts.md, docs/payments.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -77,26 +76,9 @@ class BillingWiring(DeliveryWiring):
 
     @cached_property
     def payment_processor(self) -> StripePayments:
-        from batchroute.adapters.stripe_payments import SecretsManagerStripeKeys, StripeKeys, StripePayments
+        from batchroute.adapters.stripe_payments import StripePayments
 
-        settings = self.settings
-        keys: Callable[[], StripeKeys]
-        if settings.payments_secret_name:
-            from batchroute.adapters.aws import client
-
-            keys = SecretsManagerStripeKeys(
-                settings.payments_secret_name, secretsmanager=client("secretsmanager")
-            )
-        else:
-            local = StripeKeys(
-                secret_key=settings.stripe_secret_key.get_secret_value(),
-                webhook_secret=settings.stripe_webhook_secret.get_secret_value(),
-            )
-
-            def keys() -> StripeKeys:
-                return local
-
-        return StripePayments(keys, api_base=settings.effective_payments_api_url)
+        return StripePayments.from_settings(self.settings)
 
     @cached_property
     def funds(self) -> Funds:
