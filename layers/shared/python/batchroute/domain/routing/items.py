@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Set
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, NotRequired, TypedDict, get_args
 
@@ -1091,16 +1091,17 @@ def _check_hosted_settings(
 ) -> None:
     """A hosted tool's declaration carries only what the tool cannot run without."""
     allowed = _HOSTED_TOOL_KEYS.get(hosted, frozenset({"type"}))
-    extra = sorted(tool.keys() - allowed)
-    if extra:
-        problems.append(
-            _unsupported(
-                f"{where}.{extra[0]}",
-                f"The {kind} tool takes no settings here ({', '.join(extra)}): every lane that runs "
-                "it runs it with the vendor's defaults.",
-            )
-        )
-    elif hosted == "file_search" and not _string_list(tool.get("vector_store_ids")):
+    if _refuse_keys(
+        tool.keys() - allowed,
+        where,
+        problems,
+        lambda extra: (
+            f"The {kind} tool takes no settings here ({extra}): every lane that runs it runs "
+            "it with the vendor's defaults."
+        ),
+    ):
+        return
+    if hosted == "file_search" and not _string_list(tool.get("vector_store_ids")):
         problems.append(
             _shape("missing_field", f"{where}.vector_store_ids", "file_search needs vector_store_ids.")
         )
@@ -1248,15 +1249,15 @@ def _check_format_keys(
 ) -> None:
     """A structured-output format's keys outside `known` (OpenAI's contract): refused, as a
     hosted tool's settings are, since no vendor takes them and none is dropped silently."""
-    extra = sorted(spec.keys() - known)
-    if extra:
-        problems.append(
-            _unsupported(
-                f"{where}.{extra[0]}",
-                f"{where} takes {', '.join(sorted(known))} only; {', '.join(extra)} not supported "
-                "(docs/routing.md, Item input).",
-            )
-        )
+    _refuse_keys(
+        spec.keys() - known,
+        where,
+        problems,
+        lambda extra: (
+            f"{where} takes {', '.join(sorted(known))} only; {extra} not supported "
+            "(docs/routing.md, Item input)."
+        ),
+    )
 
 
 def schema_defect(schema: object, *, strict: bool = False) -> str | None:
@@ -1450,6 +1451,15 @@ def _json_word(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _refuse_keys(extra: Set[str], where: str, problems: list[ItemProblem], why: Callable[[str], str]) -> bool:
+    """Refuses the keys `extra` (the first named as the field, `why` given them all, in
+    order); True when there are any."""
+    if extra:
+        names = sorted(extra)
+        problems.append(_unsupported(f"{where}.{names[0]}", why(", ".join(names))))
+    return bool(extra)
 
 
 def _unsupported(where: str, message: str) -> ItemProblem:
