@@ -25,7 +25,9 @@ from batchroute.domain.billing.rate_limits import (
     rolling_count,
 )
 from batchroute.errors import RateLimited, TransientError
+from batchroute.services.accounts.login_lockout import LockoutPolicy
 from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy, ip_scope
+from batchroute.wiring import Wiring
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)  # on a window boundary for 60 s and 3600 s
 
@@ -280,10 +282,15 @@ def test_password_endpoints_are_limited_per_ip_and_per_email() -> None:
 
 
 def test_the_policy_comes_from_settings() -> None:
-    settings = Settings(rate_limit_per_key=7, rate_limit_per_account=9, rate_limit_window_seconds=30)
-    policy = RateLimitPolicy.from_settings(settings)
+    settings = Settings(
+        rate_limit_per_key=7, rate_limit_per_account=9, rate_limit_window_seconds=30, login_lockout_failures=3
+    )
+    wiring = Wiring(settings, FixedClock(datetime(2026, 1, 1, tzinfo=UTC)))
+    policy = wiring.rate_limit_policy
     assert (policy.per_key, policy.per_account, policy.window_seconds) == (7, 9, 30)
-    assert RateLimitPolicy.from_settings(Settings()) == RateLimitPolicy()
+    assert wiring.lockout_policy == LockoutPolicy(failures=3)
+    defaults = Wiring(Settings(), FixedClock(datetime(2026, 1, 1, tzinfo=UTC)))
+    assert (defaults.rate_limit_policy, defaults.lockout_policy) == (RateLimitPolicy(), LockoutPolicy())
     from_env = Settings.from_environ({"RATE_LIMIT_PER_KEY": "42", "RATE_LIMITS_ENABLED": "0"})
     assert (from_env.rate_limit_per_key, from_env.rate_limits_enabled) == (42, False)
     with pytest.raises(ValueError, match="greater than or equal to 1"):

@@ -14,13 +14,13 @@ if TYPE_CHECKING:
     from batchroute.services.accounts.accounts import Registration
     from batchroute.services.accounts.api_keys import ApiKeys
     from batchroute.services.accounts.authentication import Authenticator
-    from batchroute.services.accounts.login_lockout import LoginLockout
+    from batchroute.services.accounts.login_lockout import LockoutPolicy, LoginLockout
     from batchroute.services.accounts.password_reset import PasswordReset, ResponseFloor
     from batchroute.services.accounts.passwords import Argon2Passwords
     from batchroute.services.accounts.sessions import Sessions
     from batchroute.services.accounts.settings import AccountSettings
     from batchroute.services.accounts.verification import EmailVerification
-    from batchroute.services.billing.rate_limiting import RateLimiter
+    from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
     from batchroute.services.delivery.ports import Mailer
 
 
@@ -37,10 +37,40 @@ class AccountsWiring(RoutingWiring):
     @cached_property
     def rate_limiter(self) -> RateLimiter:
         from batchroute.adapters.app_secret import app_secret
-        from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
+        from batchroute.services.billing.rate_limiting import RateLimiter
 
-        return RateLimiter(
-            self.rate_counters, self.clock, RateLimitPolicy.from_settings(self.settings), secret=app_secret()
+        return RateLimiter(self.rate_counters, self.clock, self.rate_limit_policy, secret=app_secret())
+
+    @cached_property
+    def rate_limit_policy(self) -> RateLimitPolicy:
+        """The deployment's rate limits (docs/rate-limits.md)."""
+        from batchroute.services.billing.rate_limiting import RateLimitPolicy
+
+        settings = self.settings
+        return RateLimitPolicy(
+            enabled=settings.rate_limits_enabled,
+            window_seconds=settings.rate_limit_window_seconds,
+            per_key=settings.rate_limit_per_key,
+            per_account=settings.rate_limit_per_account,
+            register_per_ip=settings.rate_limit_register_per_ip,
+            register_window_seconds=settings.rate_limit_register_window_seconds,
+            login_per_ip=settings.rate_limit_login_per_ip,
+            login_per_ip_email=settings.rate_limit_login_per_ip_email,
+            login_window_seconds=settings.rate_limit_login_window_seconds,
+            password_per_ip=settings.rate_limit_password_per_ip,
+            password_per_email=settings.rate_limit_password_per_email,
+            password_window_seconds=settings.rate_limit_password_window_seconds,
+        )
+
+    @cached_property
+    def lockout_policy(self) -> LockoutPolicy:
+        """When repeated failed sign-ins lock an address (docs/rate-limits.md, "Account lockout")."""
+        from batchroute.services.accounts.login_lockout import LockoutPolicy
+
+        return LockoutPolicy(
+            failures=self.settings.login_lockout_failures,
+            window_seconds=self.settings.login_lockout_window_seconds,
+            lock_seconds=self.settings.login_lockout_seconds,
         )
 
     @cached_property
@@ -96,13 +126,13 @@ class AccountsWiring(RoutingWiring):
     def login_lockout(self, mailer: Mailer) -> LoginLockout:
         from batchroute.adapters.app_secret import app_secret
         from batchroute.adapters.dynamo.rate_limits import LoginLockStore
-        from batchroute.services.accounts.login_lockout import LockoutPolicy, LoginLockout
+        from batchroute.services.accounts.login_lockout import LoginLockout
 
         return LoginLockout(
             self.rate_counters,
             LoginLockStore(self.settings.table_name("controls")),
             mailer,
-            policy=LockoutPolicy.from_settings(self.settings),
+            policy=self.lockout_policy,
             secret=app_secret,
             clock=self.clock,
             public_base_url=self.settings.public_base_url,

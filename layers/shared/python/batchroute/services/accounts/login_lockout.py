@@ -28,32 +28,11 @@ FAILED = "failed"
 LOCK_SUBJECT = "Sign-in to your account was locked"
 
 
-class LockoutSettings(Protocol):
-    """The lockout numbers of the deployment (config.py:Settings satisfies it)."""
-
-    @property
-    def login_lockout_failures(self) -> int: ...
-
-    @property
-    def login_lockout_window_seconds(self) -> int: ...
-
-    @property
-    def login_lockout_seconds(self) -> int: ...
-
-
 @dataclass(frozen=True)
 class LockoutPolicy:
     failures: int = 10
     window_seconds: int = 900
     lock_seconds: int = 900
-
-    @classmethod
-    def from_settings(cls, settings: LockoutSettings) -> LockoutPolicy:
-        return cls(
-            failures=settings.login_lockout_failures,
-            window_seconds=settings.login_lockout_window_seconds,
-            lock_seconds=settings.login_lockout_seconds,
-        )
 
 
 class LoginLocks(Protocol):

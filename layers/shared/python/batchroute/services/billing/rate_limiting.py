@@ -45,46 +45,6 @@ class RateCounters(Protocol):
     ) -> dict[str, WindowCounts]: ...
 
 
-class RateLimitSettings(Protocol):
-    """The rate-limit numbers of the deployment (config.py:Settings satisfies it)."""
-
-    @property
-    def rate_limits_enabled(self) -> bool: ...
-
-    @property
-    def rate_limit_window_seconds(self) -> int: ...
-
-    @property
-    def rate_limit_per_key(self) -> int: ...
-
-    @property
-    def rate_limit_per_account(self) -> int: ...
-
-    @property
-    def rate_limit_register_per_ip(self) -> int: ...
-
-    @property
-    def rate_limit_register_window_seconds(self) -> int: ...
-
-    @property
-    def rate_limit_login_per_ip(self) -> int: ...
-
-    @property
-    def rate_limit_login_per_ip_email(self) -> int: ...
-
-    @property
-    def rate_limit_login_window_seconds(self) -> int: ...
-
-    @property
-    def rate_limit_password_per_ip(self) -> int: ...
-
-    @property
-    def rate_limit_password_per_email(self) -> int: ...
-
-    @property
-    def rate_limit_password_window_seconds(self) -> int: ...
-
-
 @dataclass(frozen=True)
 class RateLimitPolicy:
     enabled: bool = True
@@ -99,23 +59,6 @@ class RateLimitPolicy:
     password_per_ip: int = 5
     password_per_email: int = 5
     password_window_seconds: int = 3600
-
-    @classmethod
-    def from_settings(cls, settings: RateLimitSettings) -> RateLimitPolicy:
-        return cls(
-            enabled=settings.rate_limits_enabled,
-            window_seconds=settings.rate_limit_window_seconds,
-            per_key=settings.rate_limit_per_key,
-            per_account=settings.rate_limit_per_account,
-            register_per_ip=settings.rate_limit_register_per_ip,
-            register_window_seconds=settings.rate_limit_register_window_seconds,
-            login_per_ip=settings.rate_limit_login_per_ip,
-            login_per_ip_email=settings.rate_limit_login_per_ip_email,
-            login_window_seconds=settings.rate_limit_login_window_seconds,
-            password_per_ip=settings.rate_limit_password_per_ip,
-            password_per_email=settings.rate_limit_password_per_email,
-            password_window_seconds=settings.rate_limit_password_window_seconds,
-        )
 
 
 @dataclass(eq=False)
