@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchroute.clock import FixedClock
-from batchroute.config import Settings
 from batchroute.domain.batches.item_profile import (
     MAX_FRONTIER,
     MAX_MODELS,
@@ -300,12 +299,12 @@ def quotes(cat: Catalog) -> QuoteService:
         item_sink=unused,
         files=unused,
         balances=unused,
-        settings=Settings(environment="test"),
         guards=RoutingGuards(),
         clock=FixedClock(NOW),
         policies=unused,
         presets=unused,
         limits=unused,
+        check_url=unused,
     )
 
 

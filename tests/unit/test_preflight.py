@@ -12,6 +12,7 @@ from batchroute.domain.batches import line_shifts
 from batchroute.domain.batches.files import file_type_issue
 from batchroute.domain.batches.preflight import ACTIONS, CATEGORIES, Issue, Preflight, PreflightResult
 from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.delivery.network import UrlGuard
 from batchroute.domain.routing.engine import route
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
 from batchroute.errors import InvalidRequest
@@ -535,10 +536,14 @@ def test_past_its_bound_on_line_shifts_a_group_issue_names_no_line(monkeypatch: 
 # -- webhook ---------------------------------------------------------------------------------
 
 
+def guard(*answers: str) -> Callable[[str], object]:
+    return UrlGuard(environment=None, resolve=resolver(*answers)).check
+
+
 def webhook_issues(hook: object, *answers: str) -> list[tuple[str, str, str | None]]:
     preflight = Preflight(CATALOG)
     preflight.add_item(0, item(0))
-    preflight.check_webhook(hook, resolve=resolver(*(answers or (PUBLIC_IP,))))
+    preflight.check_webhook(hook, check_url=guard(*(answers or (PUBLIC_IP,))))
     return codes(preflight.result())
 
 
@@ -636,7 +641,7 @@ def test_every_problem_is_collected_in_one_pass() -> None:
         ]
     ):
         preflight.add_item(index, raw)
-    preflight.check_webhook({"url": "http://x.example.com", "secret": "s"}, resolve=resolver(PUBLIC_IP))
+    preflight.check_webhook({"url": "http://x.example.com", "secret": "s"}, check_url=guard(PUBLIC_IP))
     result = preflight.result()
     assert sorted({i.category for i in result.errors}) == sorted(
         set(CATEGORIES) - {"file_type", "tool_support"}

@@ -154,20 +154,6 @@ class AccountsWiring(RoutingWiring):
             floor=floor,
         )
 
-    def webhook_url_check(self) -> Callable[[str], object]:
-        """Loopback receivers are a local-development convenience, never honoured in production."""
-        from batchroute.domain.delivery.network import check_public_https_url
-
-        settings = self.settings
-        allow_loopback = settings.allow_loopback_webhooks and settings.environment != "production"
-
-        def check(url: str) -> object:
-            return check_public_https_url(
-                url, allow_loopback=allow_loopback, environment=settings.environment
-            )
-
-        return check
-
     def account_settings(self, check_url: Callable[[str], object]) -> AccountSettings:
         from batchroute.services.accounts.settings import AccountSettings
 

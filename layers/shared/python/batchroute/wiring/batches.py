@@ -65,12 +65,12 @@ class BatchesWiring(FeedbackWiring):
             item_sink=QuoteItemSink(self.artifacts),
             files=VendorLineFiles(self.files),
             balances=self.ledger,
-            settings=self.settings,
             guards=self.guards,
             clock=self.clock,
             policies=self.route_policies,
             presets=self.presets,
             limits=LimitPreview(self.ledger, self.controls, self.clock),
+            check_url=self.webhook_url_check(),
         )
 
     @cached_property
@@ -105,7 +105,7 @@ class BatchesWiring(FeedbackWiring):
             artifacts=self.artifacts,
             launch=self.workflow_launch,
             seal_webhook=seal,
-            settings=settings,
+            check_url=self.webhook_url_check(),
             clock=self.clock,
             work_orders=self.work_orders,
             retention_grace=settings.retention_grace,

@@ -3,6 +3,7 @@ targets and the push of artifacts to them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,10 @@ class DeliveryWiring(AccountsWiring):
 
         settings = self.settings
         return UrlGuard(settings.allow_loopback_webhooks, settings.environment)
+
+    def webhook_url_check(self) -> Callable[[str], object]:
+        """The guard's check of one customer URL (tests of the API replace it: functions/api/deps.py)."""
+        return self.url_guard.check
 
     @cached_property
     def webhook_sender(self) -> WebhookSender:

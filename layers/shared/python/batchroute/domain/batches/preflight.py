@@ -20,7 +20,7 @@ MAX_LISTED_ISSUES errors and as many warnings are listed, the rest summed up in 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
@@ -28,8 +28,7 @@ from batchroute.domain.batches.item_ids import IdHashes
 from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.domain.batches.line_shifts import LineShifts
 from batchroute.domain.catalog.catalog import Catalog, Lane
-from batchroute.domain.delivery.network import Resolver
-from batchroute.domain.delivery.webhook_targets import public_url_check, webhook_target_problems
+from batchroute.domain.delivery.webhook_targets import webhook_target_problems
 from batchroute.domain.routing.engine import RoutePlan
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
 from batchroute.domain.routing.items import ItemFacts, ModelGroup, read_item
@@ -348,20 +347,12 @@ class Preflight:
         found = issue if isinstance(issue, Issue) else Issue.from_api(issue)
         self._record(found, error=not warning)
 
-    def check_webhook(
-        self,
-        webhook: object,
-        *,
-        resolve: Resolver | None = None,
-        allow_loopback: bool = False,
-        environment: str | None = None,
-    ) -> None:
-        """The batch webhook `{url, secret}` (domain/delivery/webhook_targets.py): every problem is a
-        `webhook` error. Unit tests inject `resolve`; None uses the system resolver."""
+    def check_webhook(self, webhook: object, *, check_url: Callable[[str], object]) -> None:
+        """The batch webhook `{url, secret}` (domain/delivery/webhook_targets.py), its URL
+        through `check_url` (the SSRF guard): every problem is a `webhook` error."""
         if webhook is None:
             return
-        check = public_url_check(allow_loopback=allow_loopback, environment=environment, resolve=resolve)
-        for problem in webhook_target_problems(webhook, check_url=check):
+        for problem in webhook_target_problems(webhook, check_url=check_url):
             self._error("webhook", problem.code, problem.message, problem.path, details=problem.details)
 
     # -- routing ---------------------------------------------------------------------------

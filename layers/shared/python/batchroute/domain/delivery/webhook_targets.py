@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from batchroute.domain.delivery.network import Resolver, UrlGuard
 from batchroute.errors import InvalidRequest
 
 WEBHOOK_SECRET_MIN: Final = 8
@@ -30,20 +29,11 @@ class TargetProblem:
     details: dict[str, Any] | None = None
 
 
-def public_url_check(
-    *, allow_loopback: bool = False, environment: str | None = None, resolve: Resolver | None = None
-) -> Callable[[str], object]:
-    """The SSRF guard as a check of one URL (raises InvalidRequest); unit tests inject
-    `resolve`, None uses the system resolver."""
-
-    return UrlGuard(allow_loopback, environment, resolve).check
-
-
 def webhook_target_problems(
     webhook: object, *, check_url: Callable[[str], object], field: str = "webhook"
 ) -> list[TargetProblem]:
     """Every problem of the target `webhook` (empty when it is acceptable); `check_url`
-    raises InvalidRequest for a URL the guard refuses (`public_url_check`)."""
+    raises InvalidRequest for a URL the guard refuses (`UrlGuard.check`)."""
     if not isinstance(webhook, Mapping):
         return [TargetProblem("invalid_field", f"{field} must be an object {{url, secret}}.", field)]
     problems = [

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -49,7 +49,6 @@ from batchroute.domain.catalog.catalog import FeeSchedule, PrivacyTier, SlaTier
 from batchroute.domain.catalog.pricing import FeeKind
 from batchroute.domain.delivery.webhook_targets import (
     TargetProblem,
-    public_url_check,
     webhook_target_problems,
 )
 from batchroute.domain.request_fields import IDEMPOTENCY_KEY_LENGTH
@@ -63,7 +62,7 @@ from batchroute.observability import logger
 from batchroute.services.batches.commands import CreateBatch, request_hash
 from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter, discard_chunks
 from batchroute.services.batches.launch import WorkflowLaunch
-from batchroute.services.batches.ports import BatchStore, ObjectStore, WebhookUrlRules
+from batchroute.services.batches.ports import BatchStore, ObjectStore
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
 from batchroute.services.batches.reads import owned_batch
 from batchroute.services.batches.views import BatchSummaryView, batch_summary
@@ -166,7 +165,7 @@ class BatchService:
     artifacts: ObjectStore
     launch: WorkflowLaunch
     seal_webhook: WebhookSealer
-    settings: WebhookUrlRules
+    check_url: Callable[[str], object]  # the SSRF guard of a webhook's URL
     clock: Clock
     # required, so that no wiring takes a member in without its work order counting it
     work_orders: WorkOrderJoins
@@ -436,10 +435,7 @@ class BatchService:
         """The batch's webhook, checked once (domain/delivery/webhook_targets.py) and sealed."""
         if webhook is None:
             return None
-        check = public_url_check(
-            allow_loopback=self.settings.allow_loopback_webhooks, environment=self.settings.environment
-        )
-        problems = webhook_target_problems(webhook, check_url=check)
+        problems = webhook_target_problems(webhook, check_url=self.check_url)
         if problems or not isinstance(webhook, Mapping):
             raise PreflightFailed("The webhook is not acceptable.", [_webhook_issue(p) for p in problems])
         return self.seal_webhook(

@@ -105,15 +105,3 @@ class BatchStore(BatchReader, BatchTransitions, Protocol):
     def put_lane(self, batch_id: str, lane: LaneRecord) -> None: ...
 
     def lanes(self, batch_id: str) -> list[LaneRecord]: ...
-
-
-class WebhookUrlRules(Protocol):
-    """What decides whether a batch's webhook URL is acceptable (config.py:Settings
-    satisfies it): loopback URLs are refused unless allowed, and `environment` relaxes HTTPS
-    locally."""
-
-    @property
-    def allow_loopback_webhooks(self) -> bool: ...
-
-    @property
-    def environment(self) -> str: ...

@@ -54,7 +54,6 @@ from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.money import Money, MoneyView
 from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow, Routing
-from batchroute.services.batches.ports import WebhookUrlRules
 from batchroute.services.billing.ports import Balances
 from batchroute.services.catalog.ports import LiveStates
 from batchroute.services.presets.resolution import PresetExpander, Resolver
@@ -204,14 +203,13 @@ class QuoteService:
     item_sink: ItemSink
     files: FileItems
     balances: Balances
-    settings: WebhookUrlRules
     guards: RoutingGuards
     clock: Clock
     # The org's route policy: required, so that no wiring quotes around it.
     policies: OrgPolicies
     presets: Resolver  # a `preset` the request or an item names is applied, never ignored
     limits: LimitWarnings  # a quote that would pass a spending limit says so
-    resolve: Callable[[str, int], list[str]] | None = None
+    check_url: Callable[[str], object]  # the SSRF guard of a webhook's URL
 
     def reading(self, files: FileItems) -> QuoteService:
         """The same service reading `input_file_id`s from `files` (the compat surface reads
@@ -339,12 +337,7 @@ class QuoteService:
         else:
             preflight, count, digest = self.preflight_items(request, guards, items, on_item)
         if quote.webhook is not None:
-            preflight.check_webhook(
-                quote.webhook,
-                resolve=self.resolve,
-                allow_loopback=self.settings.allow_loopback_webhooks,
-                environment=self.settings.environment,
-            )
+            preflight.check_webhook(quote.webhook, check_url=self.check_url)
         plan = route(
             preflight.groups,
             self.catalog,
