@@ -188,6 +188,14 @@ class S3Objects:
         )
         return url
 
+    def presigned_read(self, key: str, *, expires_in: int) -> str:
+        """A URL that lets its holder GET this one key, as it is stored, until it expires."""
+        presigner = self.presigner
+        url: str = presigner.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+        )
+        return url
+
     def presigned_get(self, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
         """A URL that lets its holder GET this one key until it expires, answered with the
         given file name (Content-Disposition) and type: S3 serves the bytes, not the API."""

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from batchroute.worker import LambdaHandler
     from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
 
-from batchroute.wiring.batches import ARTIFACT_URL_SECONDS as ARTIFACT_URL_SECONDS
 from batchroute.wiring.workflow import WorkflowWiring
 
 _MAX_WIRINGS = 8  # test suites build many apps; a deployed process has one

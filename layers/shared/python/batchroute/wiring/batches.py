@@ -16,9 +16,6 @@ if TYPE_CHECKING:
     from batchroute.services.batches.reads import BatchReads
 
 
-ARTIFACT_URL_SECONDS = 900
-
-
 class BatchesWiring(FeedbackWiring):
     @cached_property
     def file_limits(self) -> FileLimits:
@@ -113,22 +110,11 @@ class BatchesWiring(FeedbackWiring):
 
     @cached_property
     def batch_reads(self) -> BatchReads:
-        from batchroute.adapters.s3_objects import presigning_client
         from batchroute.services.batches.reads import BatchReads
-
-        bucket = self.settings.buckets.get("artifacts", "")
-
-        def sign(key: str) -> str:
-            return str(
-                presigning_client().generate_presigned_url(
-                    "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=ARTIFACT_URL_SECONDS
-                )
-            )
 
         return BatchReads(
             self.batch_records,
             self.artifacts,
-            sign,
             retention=self.retention,
             grace=self.settings.retention_grace,
             feedback=self.feedback,

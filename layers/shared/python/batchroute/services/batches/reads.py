@@ -33,7 +33,7 @@ from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done, lan
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.services.batches.ports import BatchReader, BatchStore, ObjectStore
-from batchroute.services.batches.views import ArtifactFilesView, Signer, artifact_files
+from batchroute.services.batches.views import ArtifactFilesView, artifact_files
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
 BodyFormat = Literal["normalized", "raw"]
@@ -159,11 +159,18 @@ def owned_batch(records: BatchReader, principal: Principal, batch_id: str) -> Ba
     return batch
 
 
+# How long an artifact's signed URL works (`GET /v1/batches/{id}/artifact-url`, `artifact_urls`).
+ARTIFACT_URL_SECONDS = 900
+
+
+class SignedArtifacts(ObjectStore, Protocol):
+    def presigned_read(self, key: str, *, expires_in: int) -> str: ...
+
+
 @dataclass(eq=False)
 class BatchReads:
     records: BatchStore
-    artifacts: ObjectStore
-    sign: Signer
+    artifacts: SignedArtifacts
     _: KW_ONLY
     retention: RetentionTerms  # when a result file's bytes go (docs/retention.md)
     feedback: FeedbackLookup  # each item row's feedback (docs/feedback.md)
@@ -243,7 +250,11 @@ class BatchReads:
 
     def artifact_url(self, principal: Principal, batch_id: str) -> ArtifactUrlView:
         key = self._results_key(principal, batch_id, "The artifact exists once the batch is finalized.")
-        return {"batch_id": batch_id, "url": self.sign(key), "expires_in": 900}
+        return {"batch_id": batch_id, "url": self.sign(key), "expires_in": ARTIFACT_URL_SECONDS}
+
+    def sign(self, key: str) -> str:
+        """A short-lived GET URL of the artifact `key` (signed locally: no AWS call)."""
+        return self.artifacts.presigned_read(key, expires_in=ARTIFACT_URL_SECONDS)
 
     def _results_key(self, principal: Principal, batch_id: str, not_yet: str) -> str:
         """The batch's results artifact; 409 `results_not_ready` (`not_yet`) before Finalize."""
