@@ -30,7 +30,7 @@ from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute.services.delivery.webhooks import (
     INTERRUPTED,
     WebhookDelivery,
-    batch_webhook_config,
+    seal_batch_webhook,
 )
 from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.wiring import Wiring
@@ -248,16 +248,16 @@ def test_per_batch_webhook_overrides_the_org_default(
 ) -> None:
     # Given an org default and a batch with its own webhook (sealed as batch creation does)
     set_org_webhook(org.org_id, receiver.url("/hooks/org"))
-    own = batch_webhook_config(
+    own = seal_batch_webhook(
         sealer(),
         org_id=org.org_id,
         batch_id="batch_own",
         url=receiver.url("/hooks/batch"),
         secret=BATCH_SECRET,
     )
-    assert BATCH_SECRET not in json.dumps(own)
-    assert service.unseal_batch_webhook_secret(org.org_id, "batch_own", own["secret_sealed"]) == BATCH_SECRET
-    batch = put_batch(org.org_id, "batch_own", state="failed", webhook=own)
+    assert BATCH_SECRET not in json.dumps(own.to_mapping())
+    assert service.unseal_batch_webhook_secret(org.org_id, "batch_own", own.secret_sealed) == BATCH_SECRET
+    batch = put_batch(org.org_id, "batch_own", state="failed", webhook=own.to_mapping())
     # When it is delivered
     delivery = service.deliver_batch_event(batch)
     # Then only the batch's webhook got it, signed with the batch's secret
@@ -276,10 +276,10 @@ def test_a_batch_secret_sealed_for_another_batch_does_not_sign(
     service: WebhookDelivery, org: TestOrg, receiver: Receiver
 ) -> None:
     # A ciphertext copied from another batch fails to unseal (KMS context): the attempt fails
-    copied = batch_webhook_config(
+    copied = seal_batch_webhook(
         sealer(), org_id=org.org_id, batch_id="batch_src", url=receiver.url(), secret=BATCH_SECRET
     )
-    delivery = service.deliver_batch_event(put_batch(org.org_id, "batch_dst", webhook=copied))
+    delivery = service.deliver_batch_event(put_batch(org.org_id, "batch_dst", webhook=copied.to_mapping()))
     assert delivery is not None and delivery.status == "failed"
     assert delivery.last_error == "signing secret unavailable"
     assert receiver.received == []

@@ -18,7 +18,7 @@ from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.delivery.webhooks import AttemptOutcome
-from batchroute.services.delivery.webhooks import WebhookDelivery, batch_webhook_config
+from batchroute.services.delivery.webhooks import WebhookDelivery, seal_batch_webhook
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -66,7 +66,9 @@ def put_batch(org_id: str, batch_id: str) -> BatchRecord:
         "org_id": org_id,
         "state": "completed",
         "created_at": isoformat(START),
-        "webhook": batch_webhook_config(sealer, org_id=org_id, batch_id=batch_id, url=URL, secret=SECRET),
+        "webhook": seal_batch_webhook(
+            sealer, org_id=org_id, batch_id=batch_id, url=URL, secret=SECRET
+        ).to_mapping(),
     }
     table = get_settings().table_name("batches")
     boto3.client("dynamodb").put_item(TableName=table, Item=to_item(record))

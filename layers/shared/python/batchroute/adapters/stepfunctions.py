@@ -49,3 +49,16 @@ def start_execution(*, state_machine_arn: str, name: str, payload: dict[str, Any
             raise
         return f"{state_machine_arn.replace(':stateMachine:', ':execution:')}:{name}"
     return str(response["executionArn"])
+
+
+@dataclass(frozen=True)
+class BatchExecutions:
+    """Starts a batch's workflow on the state machine, the execution named after the batch
+    (services/batches/launch.py WorkflowStarter)."""
+
+    state_machine_arn: str
+
+    def __call__(self, *, batch_id: str) -> str:
+        return start_execution(
+            state_machine_arn=self.state_machine_arn, name=batch_id, payload={"batch_id": batch_id}
+        )

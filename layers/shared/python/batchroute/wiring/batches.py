@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from batchroute.wiring.feedback import FeedbackWiring
 
 if TYPE_CHECKING:
-    from batchroute.domain.batches.record import BatchWebhook
     from batchroute.services.batches.create import BatchService
     from batchroute.services.batches.files import FileCheckResender, FileLimits, FileService
     from batchroute.services.batches.launch import WorkflowLaunch
@@ -73,27 +72,14 @@ class BatchesWiring(FeedbackWiring):
     @cached_property
     def workflow_launch(self) -> WorkflowLaunch:
         """What starts a created batch's workflow: the create request, and the sweeper again."""
-        from batchroute.adapters.stepfunctions import start_execution
+        from batchroute.adapters.stepfunctions import BatchExecutions
         from batchroute.services.batches.launch import WorkflowLaunch
 
-        machine = self.settings.state_machine_arn
-
-        def start(*, batch_id: str) -> str:
-            return start_execution(state_machine_arn=machine, name=batch_id, payload={"batch_id": batch_id})
-
-        return WorkflowLaunch(self.batch_records, start)
+        return WorkflowLaunch(self.batch_records, BatchExecutions(self.settings.state_machine_arn))
 
     @cached_property
     def batches(self) -> BatchService:
-        from batchroute.domain.batches.record import BatchWebhook
         from batchroute.services.batches.create import BatchService
-        from batchroute.services.delivery.webhooks import batch_webhook_config
-
-        settings, sealer = self.settings, self.sealer
-
-        def seal(*, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook:
-            config = batch_webhook_config(sealer, org_id=org_id, batch_id=batch_id, url=url, secret=secret)
-            return BatchWebhook(url=config["url"], secret_sealed=config["secret_sealed"])
 
         return BatchService(
             records=self.batch_records,
@@ -101,11 +87,11 @@ class BatchesWiring(FeedbackWiring):
             quotes=self.quotes,
             artifacts=self.artifacts,
             launch=self.workflow_launch,
-            seal_webhook=seal,
+            sealer=self.sealer,
             check_url=self.webhook_url_check(),
             clock=self.clock,
             work_orders=self.work_orders,
-            retention_grace=settings.retention_grace,
+            retention_grace=self.settings.retention_grace,
         )
 
     @cached_property

@@ -67,6 +67,8 @@ from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuo
 from batchroute.services.batches.reads import owned_batch
 from batchroute.services.batches.views import BatchSummaryView, batch_summary
 from batchroute.services.billing.funding import FundingDecision, Funds, GuardedReservation, funded
+from batchroute.services.delivery.ports import Sealer
+from batchroute.services.delivery.webhooks import seal_batch_webhook
 from batchroute.transactions import TransactItem
 
 SLA = timedelta(hours=24)
@@ -83,10 +85,6 @@ class WorkOrderJoins(Protocol):
     def join_items(self, batch: BatchRecord) -> list[TransactItem]: ...
 
     def refused(self, org_id: str, work_order_id: str) -> Exception: ...
-
-
-class WebhookSealer(Protocol):
-    def __call__(self, *, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook: ...
 
 
 @dataclass(frozen=True)
@@ -164,7 +162,7 @@ class BatchService:
     quotes: QuoteService
     artifacts: ObjectStore
     launch: WorkflowLaunch
-    seal_webhook: WebhookSealer
+    sealer: Sealer  # a batch webhook's secret is kept sealed
     check_url: Callable[[str], object]  # the SSRF guard of a webhook's URL
     clock: Clock
     # required, so that no wiring takes a member in without its work order counting it
@@ -438,8 +436,12 @@ class BatchService:
         problems = webhook_target_problems(webhook, check_url=self.check_url)
         if problems or not isinstance(webhook, Mapping):
             raise PreflightFailed("The webhook is not acceptable.", [_webhook_issue(p) for p in problems])
-        return self.seal_webhook(
-            org_id=principal.org_id, batch_id=batch_id, url=webhook["url"], secret=webhook["secret"]
+        return seal_batch_webhook(
+            self.sealer,
+            org_id=principal.org_id,
+            batch_id=batch_id,
+            url=webhook["url"],
+            secret=webhook["secret"],
         )
 
     def _fund(self, submit: _Submit) -> tuple[BillingControls | None, FundingDecision]:

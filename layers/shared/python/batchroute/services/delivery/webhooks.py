@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batches.record import BatchRecord, batch_summary
+from batchroute.domain.batches.record import BatchRecord, BatchWebhook, batch_summary
 from batchroute.domain.delivery.webhooks import (
     MAX_ATTEMPTS,
     AttemptOutcome,
@@ -112,11 +112,10 @@ def unseal_batch_webhook_secret(sealer: Sealer, org_id: str, batch_id: str, seal
     return sealer.unseal(sealed, context=batch_webhook_secret_context(org_id, batch_id))
 
 
-def batch_webhook_config(
-    sealer: Sealer, *, org_id: str, batch_id: str, url: str, secret: str
-) -> dict[str, str]:
-    """What the batch record stores as `webhook`: `{url, secret_sealed}` (url already checked)."""
-    return {"url": url, "secret_sealed": seal_batch_webhook_secret(sealer, org_id, batch_id, secret)}
+def seal_batch_webhook(sealer: Sealer, *, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook:
+    """What the batch record keeps as `webhook`: its URL (already checked) and its secret
+    sealed for this batch alone."""
+    return BatchWebhook(url=url, secret_sealed=seal_batch_webhook_secret(sealer, org_id, batch_id, secret))
 
 
 @dataclass(frozen=True)
