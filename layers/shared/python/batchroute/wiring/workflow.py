@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 from batchroute.wiring.schedules import SchedulesWiring
 
 if TYPE_CHECKING:
-    from batchroute.services.catalog.lane_health import (
-        LaneHealthReport,
-    )
     from batchroute.services.workflow.overage import RescueOverage
     from batchroute.services.workflow.rescue import DeadlineRescue
     from batchroute.services.workflow.retention_gc import RetentionCollector
@@ -120,11 +117,10 @@ class WorkflowWiring(SchedulesWiring):
         from batchroute.services.catalog.lane_health import refresh_lane_heartbeats
         from batchroute.services.workflow.sweeper import Sweeper
 
-        def refresh_heartbeats() -> LaneHealthReport:
-            return refresh_lane_heartbeats(self.catalog, self.lane_states, self.provider_health, self.clock)
-
         return Sweeper(
-            refresh_heartbeats=refresh_heartbeats,
+            refresh_heartbeats=partial(
+                refresh_lane_heartbeats, self.catalog, self.lane_states, self.provider_health, self.clock
+            ),
             batches=self.batch_records,
             workflows=self.workflow_launch,
             ledger=self.ledger,
