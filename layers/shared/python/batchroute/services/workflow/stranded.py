@@ -25,6 +25,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.observability import logger
+from batchroute.services.batches.ports import BatchReader
 from batchroute.services.workflow.retention_gc import WORKFLOW_SETTLE
 from batchroute.services.workflow.sweeper import OpenHolds
 from batchroute.workflow.queues import TaskSender
@@ -36,10 +37,8 @@ RESEND_EVERY = timedelta(hours=1)
 CAUSE = "the batch's workflow ended without settling it; the sweeper settled it"
 
 
-class StrandedBatches(Protocol):
+class StrandedBatches(BatchReader, Protocol):
     """adapters/dynamo/batch_records.py:BatchRecords"""
-
-    def get(self, batch_id: str) -> BatchRecord | None: ...
 
     def claim_settle_resend(self, batch_id: str, *, at: str, not_since: str) -> bool: ...
 
