@@ -288,8 +288,6 @@ def test_untyped_mappings_in_services_and_domain_do_not_grow() -> None:
 REDECLARED_ALLOWED = {
     # delivery sits beneath batches (batches -> billing -> delivery): it cannot import BatchReader
     ("get", "self, batch_id: str", "BatchRecord | None"),
-    # two contexts' views of Settings, each a property of the deployment
-    ("environment", "self", "str"),
     # the auto top-up's store and checkout's profiles: one customer id, two unrelated ports
     ("customer_id", "self, org_id: str", "str | None"),
     # removing an object: the batch files, the input files and the upload parts
@@ -312,6 +310,28 @@ def test_protocol_methods_are_declared_once() -> None:
                     where.setdefault(key, []).append(f"{module}.{node.name}")
     repeated = {key: places for key, places in where.items() if len(places) > 1}
     assert {key: places for key, places in repeated.items() if key not in REDECLARED_ALLOWED} == {}
+
+
+def test_the_wiring_builds_and_decides_nothing() -> None:
+    """Issue 28 point 4: a context's wiring module only builds. A branch (`if`) or a function
+    defined inside a builder is a decision or an adaptation that belongs to a service, an
+    adapter (`StripePayments.from_settings`, `BatchExecutions`) or a value (`UrlGuard.check`).
+    The root's handlers (`wiring/__init__.py`) dispatch events and are not builders."""
+    found = []
+    for module, path in MODULES.items():
+        if not module.startswith("batchroute.wiring.") or path.name == "__init__.py":
+            continue
+        for cls in ast.parse(path.read_text()).body:
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for builder in cls.body:
+                if not isinstance(builder, ast.FunctionDef):
+                    continue
+                for node in ast.walk(builder):
+                    nested = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node is not builder
+                    if nested or isinstance(node, ast.If):
+                        found.append(f"{module}.{cls.name}.{builder.name}:{node.lineno}")
+    assert found == []
 
 
 def _starting_value(value: ast.expr, arguments: list[str]) -> str | None:
