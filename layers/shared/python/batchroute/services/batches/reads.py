@@ -159,7 +159,8 @@ def owned_batch(records: BatchReader, principal: Principal, batch_id: str) -> Ba
     return batch
 
 
-# How long an artifact's signed URL works (`GET /v1/batches/{id}/artifact-url`, `artifact_urls`).
+# How long an artifact's signed URL works (`GET /v1/batches/{id}/artifact-url`, and a batch's
+# `output_url`, `error_url` and `receipt_url`).
 ARTIFACT_URL_SECONDS = 900
 
 
