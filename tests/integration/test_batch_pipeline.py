@@ -38,7 +38,7 @@ from batchroute.domain.catalog.pricing import (
     LaneUsage,
     TokenUsage,
     ToolUses,
-    settle_price,
+    price_usage,
 )
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
@@ -51,7 +51,7 @@ from batchroute.domain.workflow.results import ChunkTally, HandOver
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.providers.base import ProviderRequest
-from batchroute.providers.registry import provider_registry
+from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import Simulator
 from batchroute.services.batches.views import lane_statuses
@@ -159,7 +159,7 @@ def _expected_charge(batch_id: str) -> Money:
                     tool_prices=tuple(per_1k.items()),
                 )
             )
-    return settle_price(usage, builtin_catalog().fees).total
+    return price_usage(usage, builtin_catalog().fees).total
 
 
 def _workflow(budget_ms: Any = None) -> BatchWorkflow:
@@ -172,7 +172,7 @@ def _workflow(budget_ms: Any = None) -> BatchWorkflow:
             records=_records(),
             progress=BatchProgress(settings.table_name("batches")),
             artifacts=_artifacts(),
-            registry=provider_registry(settings, builtin_catalog().providers),
+            registry=ProviderRegistry(settings, builtin_catalog().providers),
             retry=RetryPolicy.from_settings(settings),
             catalog=builtin_catalog(),
             clock=clock,

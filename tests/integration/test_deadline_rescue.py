@@ -39,7 +39,7 @@ from batchroute.domain.routing.rescue import DEADLINE_RESCUE, RESCUE_REST, Rescu
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.money import Money
 from batchroute.providers.base import ItemError
-from batchroute.providers.registry import provider_registry
+from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import MARKER_STUCK_BATCH
 from batchroute.services.billing.funding import Funds
@@ -137,7 +137,7 @@ class Run:
         self.clock = FixedClock(datetime.fromisoformat(str(batch.record.created_at).replace("Z", "+00:00")))
         self.records = BatchRecords(settings.table_name("batches"))
         self.artifacts = BatchArtifacts(S3Objects(settings.buckets["artifacts"]))
-        registry = provider_registry(settings, builtin_catalog().providers)
+        registry = ProviderRegistry(settings, builtin_catalog().providers)
         ticks = iter(range(0, 10**9, 1000))  # each look at the time waited: 1000 s later
         waits = iter(range(30))
 

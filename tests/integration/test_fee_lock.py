@@ -18,7 +18,7 @@ from batchroute.catalog import builtin_catalog
 from batchroute.config import get_settings
 from batchroute.domain.billing.settlement import charged_usage
 from batchroute.domain.catalog.catalog import FeeSchedule
-from batchroute.domain.catalog.pricing import settle_price
+from batchroute.domain.catalog.pricing import price_usage
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.batch_pipeline_support import item, run_workflow
 from tests.integration.principals import TestOrg
@@ -66,7 +66,7 @@ def test_a_fee_change_deployed_before_settle_does_not_reprice_the_batch(
     records = BatchRecords(get_settings().table_name("batches"))
     batch = records.get(batch_id)
     assert batch is not None and batch.fees == quoted and batch.lane_tallies is not None
-    expected = settle_price(charged_usage(records.lanes(batch_id), batch.lane_tallies), quoted)
+    expected = price_usage(charged_usage(records.lanes(batch_id), batch.lane_tallies), quoted)
     receipt = client.get(f"/v1/batches/{batch_id}/billing-receipt", headers=headers).json()
     assert Decimal(receipt["service_fee_basis"]["fee_pct"]) == quoted.standard_batch_fee_pct
     assert receipt["service_fee"] == expected.service_fee.to_api()

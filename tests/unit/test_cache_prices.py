@@ -17,7 +17,7 @@ from batchroute.catalog.datafile import DataError
 from batchroute.catalog.loader import load_catalog
 from batchroute.domain.billing.settlement import charged_usage, provider_lanes
 from batchroute.domain.catalog.catalog import Lane
-from batchroute.domain.catalog.pricing import settle_price
+from batchroute.domain.catalog.pricing import price_usage
 from batchroute.domain.chat.routing import DirectLane
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.workflow.results import LaneTally
@@ -119,7 +119,7 @@ def _tally(record: LaneRecord, items: list[dict[str, int]]) -> dict[str, int]:
 def test_the_charge_is_each_token_kind_times_its_price_summed_over_items(items: list[dict[str, int]]) -> None:
     record = _record(PRICES)
     tallies = {record.lane_key: _tally(record, items)}
-    subtotal = settle_price(charged_usage([record], tallies), builtin_catalog().fees).provider_subtotal
+    subtotal = price_usage(charged_usage([record], tallies), builtin_catalog().fees).provider_subtotal
     expected = sum((counts[kind] * PRICE_OF[kind] for counts in items for kind in KINDS), Decimal(0))
     assert subtotal == Money.usd_ceil(expected / MILLION)
 
@@ -130,7 +130,7 @@ def test_a_lane_locked_without_cache_prices_bills_cached_tokens_as_input(items: 
     prices = {k: v for k, v in PRICES.items() if not k.startswith("cache")}
     record = _record(prices)
     tallies = {record.lane_key: _tally(record, items)}
-    subtotal = settle_price(charged_usage([record], tallies), builtin_catalog().fees).provider_subtotal
+    subtotal = price_usage(charged_usage([record], tallies), builtin_catalog().fees).provider_subtotal
     inputs = sum(c["fresh"] + c["cached"] + c["written"] for c in items)
     expected = inputs * PRICE_OF["fresh"] + sum(c["output"] for c in items) * PRICE_OF["output"]
     assert subtotal == Money.usd_ceil(expected / MILLION)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.catalog.pricing import LaneUsage, estimate_price, price_usage, settle_price, token_cost
+from batchroute.domain.catalog.pricing import LaneUsage, estimate_price, price_usage, token_cost
 from batchroute.domain.routing.engine import route
 from batchroute.domain.routing.gates import RouteRequest
 from batchroute.money import Money
@@ -110,7 +110,7 @@ def test_an_estimate_prices_the_selected_lanes_at_their_locked_batch_prices() ->
 def test_a_settlement_is_the_same_formula_on_actual_usage() -> None:
     # Given the locked prices of a quote and the tokens the provider actually reported
     quoted = price_usage([usage(5_000_000, 2_000_000)], FEES)
-    settled = settle_price([usage(4_000_000, 1_000_000)], FEES)
+    settled = price_usage([usage(4_000_000, 1_000_000)], FEES)
     # Then the settlement prices the actual tokens, which here cost less than the estimate
     assert settled.provider_subtotal == Money.usd("0.6")
     assert settled.total < quoted.total

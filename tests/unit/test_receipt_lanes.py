@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.billing.settlement import charged_usage, fee_lane, provider_lanes, rejected_lanes
-from batchroute.domain.catalog.pricing import PriceBreakdown, settle_price, split_subtotal
+from batchroute.domain.catalog.pricing import PriceBreakdown, price_usage, split_subtotal
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.routing.rescue import DEADLINE_RESCUE, RESCUE_REST
 from batchroute.money import MICROS_PER_USD, Money
@@ -77,7 +77,7 @@ def _tally(completed: int, prompt: int, completion: int, failed: int = 0) -> dic
 
 
 def _settled(lanes: list[LaneRecord], tallies: dict[str, dict[str, int]]) -> PriceBreakdown:
-    return settle_price(charged_usage(lanes, tallies), FEES)
+    return price_usage(charged_usage(lanes, tallies), FEES)
 
 
 # The same 5 items, 1,000 prompt and 500 completion tokens, all on the planned lane a/m
@@ -256,7 +256,7 @@ def test_lane_costs_always_add_up_to_the_subtotal_each_within_a_micro_dollar(
         }
     shown = provider_lanes(lanes, tallies, None)
     usage = {u.lane_id: u for u in charged_usage(lanes, tallies)}
-    subtotal = settle_price(usage.values(), FEES).provider_subtotal
+    subtotal = price_usage(usage.values(), FEES).provider_subtotal
     costs = [Money.usd(lane["cost"]["amount"]) for lane in shown]
     assert sum(costs, Money.zero()) == subtotal
     for lane, cost in zip(shown, costs, strict=True):

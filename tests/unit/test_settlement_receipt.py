@@ -15,7 +15,7 @@ from batchroute.domain.billing.settlement import (
     provider_lanes,
     rejected_lanes,
 )
-from batchroute.domain.catalog.pricing import settle_price
+from batchroute.domain.catalog.pricing import price_usage
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.money import Money, money_text
 
@@ -79,7 +79,7 @@ def test_only_lanes_with_completed_rows_are_charged_at_their_locked_prices() -> 
     usage = charged_usage(LANES, TALLIES)
     assert [(u.lane_id, u.prompt_tokens, u.output_tokens) for u in usage] == [("b/m", 1_000, 500)]
     assert usage[0].input_per_mtok == Decimal("2.00") and usage[0].output_per_mtok == Decimal("10.00")
-    price = settle_price(usage, builtin_catalog().fees)
+    price = price_usage(usage, builtin_catalog().fees)
     # 1000 x 2/1e6 + 500 x 10/1e6 = 0.007; one lane's control-plane fee
     assert price.provider_subtotal == Money.usd("0.007")
     assert price.lane_count == 1
@@ -106,7 +106,7 @@ def _settled(reserved: str, cost: str) -> SettlementResult:
 
 def test_receipt_credits_add_up_and_the_charge_never_exceeds_the_reservation() -> None:
     usage = charged_usage(LANES, TALLIES)
-    price = settle_price(usage, builtin_catalog().fees)
+    price = price_usage(usage, builtin_catalog().fees)
     for reserved in ("1.00", "0.01"):
         result = _settled(reserved, str(price.total.amount))
         receipt = build_receipt(

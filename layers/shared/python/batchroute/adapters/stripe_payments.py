@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 if TYPE_CHECKING:
     import stripe
@@ -275,17 +275,12 @@ class StripePayments:
         """The card a completed purchase saved for off-session use; None when there is none,
         or the processor does not know the PaymentIntent (a foreign event: acknowledged, logged
         by the caller, never a 500 the processor would redeliver for days)."""
-        import stripe
-
+        client = self._client()
+        intent = _known(client.v1.payment_intents.retrieve, payment_intent_id)
+        method_id = None if intent is None else intent.payment_method
+        if not isinstance(method_id, str):
+            return None
         with _transient():
-            client = self._client()
-            try:
-                intent = client.v1.payment_intents.retrieve(payment_intent_id)
-            except stripe.InvalidRequestError:
-                return None
-            method_id = intent.payment_method
-            if not isinstance(method_id, str):
-                return None
             method = client.v1.payment_methods.retrieve(method_id)
         card = method.to_dict().get("card") or {}
         return PaymentMethod(
@@ -337,28 +332,19 @@ class StripePayments:
 
     def checkout_session(self, session_id: str) -> ProcessorSession | None:
         """The Checkout Session as the processor has it; None when it does not know it."""
-        import stripe
-
-        with _transient():
-            try:
-                session = self._client().v1.checkout.sessions.retrieve(session_id)
-            except stripe.InvalidRequestError:
-                return None
-        return session_of(session.to_dict())
+        session = _known(self._client().v1.checkout.sessions.retrieve, session_id)
+        return None if session is None else session_of(session.to_dict())
 
     # -- refunds and disputes (docs/payments.md) ---------------------------------------------
     def charge(self, charge_id: str) -> ProcessorCharge | None:
         """The Charge as the processor has it, with what its failed (or canceled) refunds
         came to (`GET /v1/refunds?charge=`: the Charge's `amount_refunded` no longer counts
         them); None when the processor does not know it."""
-        import stripe
-
+        client = self._client()
+        charge = _known(client.v1.charges.retrieve, charge_id)
+        if charge is None:
+            return None
         with _transient():
-            client = self._client()
-            try:
-                charge = client.v1.charges.retrieve(charge_id)
-            except stripe.InvalidRequestError:
-                return None
             failed = sum(
                 int(r.amount)
                 for r in client.v1.refunds.list(params={"charge": charge_id, "limit": 100}).auto_paging_iter()
@@ -368,13 +354,9 @@ class StripePayments:
 
     def dispute(self, dispute_id: str) -> ProcessorDispute | None:
         """The Dispute as the processor has it; None when it does not know it."""
-        import stripe
-
-        with _transient():
-            try:
-                dispute = self._client().v1.disputes.retrieve(dispute_id)
-            except stripe.InvalidRequestError:
-                return None
+        dispute = _known(self._client().v1.disputes.retrieve, dispute_id)
+        if dispute is None:
+            return None
         found = dispute.to_dict()
         return ProcessorDispute(
             dispute_id=str(found["id"]),
@@ -387,14 +369,8 @@ class StripePayments:
     def intent_metadata(self, payment_intent_id: str) -> Mapping[str, str] | None:
         """The metadata the service put on a PaymentIntent; None when the processor does not
         know it."""
-        import stripe
-
-        with _transient():
-            try:
-                intent = self._client().v1.payment_intents.retrieve(payment_intent_id)
-            except stripe.InvalidRequestError:
-                return None
-        return dict(intent.to_dict().get("metadata") or {})
+        intent = _known(self._client().v1.payment_intents.retrieve, payment_intent_id)
+        return None if intent is None else dict(intent.to_dict().get("metadata") or {})
 
     def purchase_session(self, payment_intent_id: str) -> ProcessorSession | None:
         """The Checkout Session a PaymentIntent paid, as the processor has it; None when none."""
@@ -485,6 +461,21 @@ class _transient:
             raise TransientError(f"payment processor unavailable: {type(exc).__name__}") from exc
         if isinstance(exc, stripe.APIError):
             raise TransientError("payment processor error") from exc
+
+
+Found = TypeVar("Found")
+
+
+def _known(retrieve: Callable[[str], Found], object_id: str) -> Found | None:
+    """`retrieve(object_id)`, one of the SDK's GETs of an object; None when the processor
+    refuses it as a bad request (404 `resource_missing`: it does not know the object)."""
+    import stripe
+
+    with _transient():
+        try:
+            return retrieve(object_id)
+        except stripe.InvalidRequestError:
+            return None
 
 
 def _iso(epoch_seconds: int) -> str:

@@ -29,7 +29,7 @@ from batchroute.clock import Clock
 from batchroute.config import Settings
 from batchroute.domain.catalog.catalog import ExecutionMode, Provider
 from batchroute.providers.base import BatchApiProvider, SyncProvider
-from batchroute.providers.credentials import ProviderKeys, ProviderNotConfigured
+from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.providers.endpoints import AdapterKind, ProviderEndpoint
 from batchroute.providers.simulated import (
     SimulatedBatchApiProvider,
@@ -163,15 +163,3 @@ class ProviderRegistry:
             raise ProviderNotConfigured(
                 f"provider {endpoint.slug!r}: no {endpoint.adapter} adapter in this build ({exc.name})"
             ) from exc
-
-
-def provider_registry(
-    settings: Settings,
-    providers: Iterable[Provider],
-    *,
-    endpoints: Mapping[str, ProviderEndpoint] | None = None,
-    keys: ProviderKeys | None = None,
-    clock: Clock | None = None,
-    sleeper: Callable[[float], None] | None = None,
-) -> ProviderRegistry:
-    return ProviderRegistry(settings, providers, endpoints=endpoints, keys=keys, clock=clock, sleeper=sleeper)

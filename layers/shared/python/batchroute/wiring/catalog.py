@@ -70,9 +70,9 @@ class CatalogWiring(Stores):
 
     @cached_property
     def providers(self) -> ProviderRegistry:
-        from batchroute.providers.registry import provider_registry
+        from batchroute.providers.registry import ProviderRegistry
 
-        return provider_registry(
+        return ProviderRegistry(
             self.settings,
             self.catalog.providers,
             endpoints=self.deployment.endpoints,

@@ -5,7 +5,7 @@ artifact (failed and never-run items are not charged) at that lane's locked unit
 each token kind at its own price (fresh input, input read from / written to the vendor's
 prompt cache, output; a lane locked without cache prices bills cached input as input)
 (a failover lane keeps the prices of the lane it took over from: the quote's), priced with
-the fee schedule (`domain/pricing.settle_price`). The per-lane control-plane fee counts the
+the fee schedule (`domain/catalog/pricing.price_usage`). The per-lane control-plane fee counts the
 planned lanes: a failover successor counts as the planned lane it descends from (the
 service's failover never costs the customer a lane fee); a deadline rescue lane counts as a
 lane of its own (docs/batches.md). The ledger then charges at most what was reserved

@@ -449,7 +449,10 @@ def price_usage(
     fee_kind: FeeKind = "batch",
     customer_discount: Money | None = None,
 ) -> PriceBreakdown:
-    """Price tokens on lanes: estimated ones for a quote, actual ones for a settlement."""
+    """Price tokens on lanes: estimated ones for a quote, actual ones at the quote's locked
+    prices for a settlement (pass only the lanes that ran: the control-plane fee is per lane
+    run; a failover successor's usage carries its planned lane as `fee_lane`, so it adds no
+    lane)."""
     lanes = list(usage)
     subtotal = Money.usd_ceil(sum((lane.cost for lane in lanes), Decimal(0)))
     lane_count = len({lane.fee_identity for lane in lanes})
@@ -505,16 +508,3 @@ def estimate_price(
 ) -> PriceBreakdown:
     """The quote's pricing estimate: the plan's selected lanes at their locked batch prices."""
     return price_usage(plan.usage(), fees, fee_kind=fee_kind, customer_discount=customer_discount)
-
-
-def settle_price(
-    actual: Iterable[LaneUsage],
-    fees: FeeSchedule,
-    *,
-    fee_kind: FeeKind = "batch",
-    customer_discount: Money | None = None,
-) -> PriceBreakdown:
-    """The final settled price: actual provider token usage at the quote's locked prices.
-    Pass only the lanes that ran (the control-plane fee is per lane run; a failover
-    successor's usage carries its planned lane as `fee_lane`, so it adds no lane)."""
-    return price_usage(actual, fees, fee_kind=fee_kind, customer_discount=customer_discount)

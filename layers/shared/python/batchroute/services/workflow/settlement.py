@@ -48,7 +48,7 @@ from batchroute.domain.billing.usage import (
     usage_day,
 )
 from batchroute.domain.catalog.catalog import FeeSchedule
-from batchroute.domain.catalog.pricing import FeeKind, settle_price
+from batchroute.domain.catalog.pricing import FeeKind, price_usage
 from batchroute.domain.chat.objects import CHAT_SOURCE
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.routing.rescue import overage_hold_id
@@ -96,7 +96,7 @@ class Settlement:
         usage = charged_usage(lanes, tallies)
         fee_kind: FeeKind = "workflow" if batch.fee_kind == "workflow" else "batch"
         fees = batch.fees or self.fees  # the schedule its price was locked with
-        breakdown = settle_price(usage, fees, fee_kind=fee_kind)
+        breakdown = price_usage(usage, fees, fee_kind=fee_kind)
         controls = self.funds.controls_of(org_id) or BillingControls(org_id=org_id)
         now = self.clock.now()
         zone = controls.limit_timezone or "UTC"
