@@ -43,7 +43,7 @@ from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import MARKER_STUCK_BATCH
 from batchroute.services.billing.funding import Funds
-from batchroute.services.delivery.webhooks import WebhookDelivery
+from batchroute.services.delivery.webhooks import WebhookDelivery, seal_batch_webhook
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder
 from batchroute.services.workflow import execution
 from batchroute.services.workflow.execution import LaneExecutor
@@ -106,8 +106,14 @@ def _batch_on_the_vendor_lane(
             record["rescue"] = rescue.to_item()
         if webhook:
             delivery = Wiring(get_settings(), SystemClock()).webhook_delivery
-            sealed = delivery.seal_batch_webhook_secret(org_id, record["batch_id"], "whsec_rescue")
-            record["webhook"] = {"url": "https://hooks.example.com/rescue", "secret_sealed": sealed}
+            own = seal_batch_webhook(
+                delivery.sealer,
+                org_id=org_id,
+                batch_id=record["batch_id"],
+                url="https://hooks.example.com/rescue",
+                secret="whsec_rescue",
+            )
+            record["webhook"] = own.to_mapping()
         for group in record["plan"]["groups"]:
             assert [lane["lane_id"] for lane in group["selected_lanes"]] == [BATCH_LANE]
             for lane in group["rejected_lanes"]:

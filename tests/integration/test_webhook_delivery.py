@@ -30,6 +30,7 @@ from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute.services.delivery.webhooks import (
     INTERRUPTED,
     WebhookDelivery,
+    batch_webhook_secret_context,
     seal_batch_webhook,
 )
 from batchroute.services.workflow.steps import BatchWorkflow
@@ -256,7 +257,10 @@ def test_per_batch_webhook_overrides_the_org_default(
         secret=BATCH_SECRET,
     )
     assert BATCH_SECRET not in json.dumps(own.to_mapping())
-    assert service.unseal_batch_webhook_secret(org.org_id, "batch_own", own.secret_sealed) == BATCH_SECRET
+    opened = service.sealer.unseal(
+        own.secret_sealed, context=batch_webhook_secret_context(org.org_id, "batch_own")
+    )
+    assert opened == BATCH_SECRET
     batch = put_batch(org.org_id, "batch_own", state="failed", webhook=own.to_mapping())
     # When it is delivered
     delivery = service.deliver_batch_event(batch)

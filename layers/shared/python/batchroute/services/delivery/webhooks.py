@@ -17,7 +17,7 @@ schedule runs out (`domain/delivery/webhooks.py`, `docs/webhooks.md`).
 Secrets stay sealed with KMS everywhere but in memory during an attempt. The org default's
 secret is sealed by `services/accounts/settings.py` (context
 `domain/delivery/webhooks.py webhook_secret_context`); a batch's own secret is sealed at batch
-creation with `seal_batch_webhook_secret` below.
+creation with `seal_batch_webhook` below.
 """
 
 from __future__ import annotations
@@ -104,18 +104,12 @@ def batch_webhook_secret_context(org_id: str, batch_id: str) -> dict[str, str]:
     return {"org_id": org_id, "batch_id": batch_id, "purpose": BATCH_WEBHOOK_PURPOSE}
 
 
-def seal_batch_webhook_secret(sealer: Sealer, org_id: str, batch_id: str, secret: str) -> str:
-    return sealer.seal(secret, context=batch_webhook_secret_context(org_id, batch_id))
-
-
-def unseal_batch_webhook_secret(sealer: Sealer, org_id: str, batch_id: str, sealed: str) -> str:
-    return sealer.unseal(sealed, context=batch_webhook_secret_context(org_id, batch_id))
-
-
 def seal_batch_webhook(sealer: Sealer, *, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook:
     """What the batch record keeps as `webhook`: its URL (already checked) and its secret
     sealed for this batch alone."""
-    return BatchWebhook(url=url, secret_sealed=seal_batch_webhook_secret(sealer, org_id, batch_id, secret))
+    return BatchWebhook(
+        url=url, secret_sealed=sealer.seal(secret, context=batch_webhook_secret_context(org_id, batch_id))
+    )
 
 
 @dataclass(frozen=True)
@@ -161,13 +155,6 @@ class WebhookDelivery:
 
     def __post_init__(self) -> None:
         self.workers = max(1, self.workers)
-
-    # -- sealing helpers for batch creation ----------------------------------------------
-    def seal_batch_webhook_secret(self, org_id: str, batch_id: str, secret: str) -> str:
-        return seal_batch_webhook_secret(self.sealer, org_id, batch_id, secret)
-
-    def unseal_batch_webhook_secret(self, org_id: str, batch_id: str, sealed: str) -> str:
-        return unseal_batch_webhook_secret(self.sealer, org_id, batch_id, sealed)
 
     # -- resolution ----------------------------------------------------------------------
     def resolve_webhook(self, batch: BatchRecord) -> ResolvedWebhook | None:
