@@ -90,8 +90,11 @@ class BillingWiring(DeliveryWiring):
 
     @cached_property
     def billing_notifier(self) -> Notifier:
-        """Where auto top-up notices go: the billing watch (event, email, signed webhook)."""
-        return self.billing_watch
+        """Where auto top-up and reversal notices go: the billing watch (event, email, signed
+        webhook), reached at the first notice (the watch's listeners include the auto top-up)."""
+        from batchroute.services.billing.payment_notices import DeferredNotifier
+
+        return DeferredNotifier(lambda: self.billing_watch)
 
     def balance_moved(self, org_id: str, at: datetime) -> None:
         """Called after a processor credit: alerts re-arm, listeners hear it."""
@@ -100,13 +103,12 @@ class BillingWiring(DeliveryWiring):
     @cached_property
     def auto_topup(self) -> AutoTopupService:
         from batchroute.services.billing.auto_topup import AutoTopupService
-        from batchroute.services.billing.payment_notices import DeferredNotifier
 
         return AutoTopupService(
             store=self.payments_store,
             ledger=self.ledger,
             processor=self.payment_processor,
-            notifier=DeferredNotifier(lambda: self.billing_notifier),
+            notifier=self.billing_notifier,
             on_moved=self.balance_moved,
             clock=self.clock,
             charge_inline=self.settings.auto_topup_charge_inline,
@@ -116,7 +118,6 @@ class BillingWiring(DeliveryWiring):
     @cached_property
     def payment_reversals(self) -> PaymentReversals:
         """Refunds and disputes of credited payments (docs/payments.md)."""
-        from batchroute.services.billing.payment_notices import DeferredNotifier
         from batchroute.services.billing.reversals import PaymentReversals
 
         return PaymentReversals(
@@ -124,7 +125,7 @@ class BillingWiring(DeliveryWiring):
             checkouts=self.payments_store,
             ledger=self.ledger,
             topups=self.auto_topup,
-            notifier=DeferredNotifier(lambda: self.billing_notifier),
+            notifier=self.billing_notifier,
             on_moved=self.balance_moved,
             clock=self.clock,
         )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from batchroute.wiring.schedules import SchedulesWiring
 
 if TYPE_CHECKING:
+    from batchroute.adapters.batch_artifacts import BatchArtifacts
     from batchroute.services.workflow.overage import RescueOverage
     from batchroute.services.workflow.rescue import DeadlineRescue
     from batchroute.services.workflow.retention_gc import RetentionCollector
@@ -18,8 +19,14 @@ if TYPE_CHECKING:
 
 class WorkflowWiring(SchedulesWiring):
     @cached_property
-    def pipeline(self) -> Pipeline:
+    def batch_artifacts(self) -> BatchArtifacts:
+        """A batch's artifacts in the artifact store: chunks, lane results, the final files."""
         from batchroute.adapters.batch_artifacts import BatchArtifacts
+
+        return BatchArtifacts(self.artifacts)
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
         from batchroute.providers.retry import RetryPolicy
         from batchroute.services.workflow.execution import LaneExecutor
         from batchroute.services.workflow.finalize import Finalizer
@@ -28,7 +35,6 @@ class WorkflowWiring(SchedulesWiring):
         from batchroute.services.workflow.settlement import Settlement
         from batchroute.services.workflow.steps import Pipeline
 
-        artifacts = BatchArtifacts(self.artifacts)
         return Pipeline(
             intake=Intake(
                 records=self.batch_records,
@@ -41,7 +47,7 @@ class WorkflowWiring(SchedulesWiring):
             lanes=LaneExecutor(
                 records=self.batch_records,
                 progress=self.batch_progress,
-                artifacts=artifacts,
+                artifacts=self.batch_artifacts,
                 registry=self.providers,
                 retry=RetryPolicy.from_settings(self.settings),
                 catalog=self.catalog,
@@ -54,14 +60,14 @@ class WorkflowWiring(SchedulesWiring):
             ),
             finalizer=Finalizer(
                 records=self.batch_records,
-                artifacts=artifacts,
+                artifacts=self.batch_artifacts,
                 clock=self.clock,
                 retention_grace=self.settings.retention_grace,
             ),
             settlement=Settlement(
                 records=self.batch_records,
                 funds=self.funds,
-                artifacts=artifacts,
+                artifacts=self.batch_artifacts,
                 fees=self.catalog.fees,
                 clock=self.clock,
                 work_orders=self.work_orders,
@@ -71,12 +77,11 @@ class WorkflowWiring(SchedulesWiring):
 
     @cached_property
     def deadline_rescue(self) -> DeadlineRescue:
-        from batchroute.adapters.batch_artifacts import BatchArtifacts
         from batchroute.services.workflow.rescue import DeadlineRescue
 
         return DeadlineRescue(
             records=self.batch_records,
-            artifacts=BatchArtifacts(self.artifacts),
+            artifacts=self.batch_artifacts,
             registry=self.providers,
             catalog=self.catalog,
             clock=self.clock,
