@@ -139,6 +139,11 @@ def org_pk(org_id: str) -> str:
     return f"ORG#{org_id}"
 
 
+def org_item(org_id: str, sk: str, kind: str) -> dict[str, str]:
+    """Where an org's item `sk` lives and what it is: the first values of every org item."""
+    return {"pk": org_pk(org_id), "sk": sk, "kind": kind}
+
+
 def org_key(org_id: str, sk: str) -> dict[str, Any]:
     """The key of the org's item `sk`, as DynamoDB takes it."""
     return {"pk": {"S": org_pk(org_id)}, "sk": {"S": sk}}

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_pk, plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_item, org_pk, plain, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
@@ -76,9 +76,7 @@ class ControlsStore(DynamoStore):
 
     def save_retention(self, settings: RetentionSettings, *, expected_version: int) -> None:
         values = {
-            "pk": org_pk(settings.org_id),
-            "sk": RETENTION_SK,
-            "kind": "retention_settings",
+            **org_item(settings.org_id, RETENTION_SK, "retention_settings"),
             **asdict(settings),
         }
         if not conditional_put(self.dynamodb, **self._versioned_put(values, expected_version)):
@@ -100,9 +98,7 @@ class ControlsStore(DynamoStore):
 
 def _controls_item(controls: BillingControls) -> dict[str, Any]:
     return {
-        "pk": org_pk(controls.org_id),
-        "sk": CONTROLS_SK,
-        "kind": "billing_controls",
+        **org_item(controls.org_id, CONTROLS_SK, "billing_controls"),
         "org_id": controls.org_id,
         "limit_enabled": controls.limit_enabled,
         "limit_period": controls.limit_period,
@@ -158,9 +154,7 @@ def _audit_item(entry: AuditEntry[ControlsSettingsView]) -> dict[str, Any]:
     values = asdict(entry)
     del values["before"], values["after"]
     return {
-        "pk": org_pk(entry.org_id),
-        "sk": AUDIT_PREFIX + suffix_of(entry.id),
-        "kind": "audit",
+        **org_item(entry.org_id, AUDIT_PREFIX + suffix_of(entry.id), "audit"),
         **values,
         # JSON text keeps the diff exactly as the API showed it (no Decimal round trip).
         "before_json": json.dumps(entry.before, sort_keys=True),

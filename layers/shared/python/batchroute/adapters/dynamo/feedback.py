@@ -22,7 +22,7 @@ from dataclasses import asdict
 from itertools import islice
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_pk, plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_item, org_pk, plain, to_item, to_value
 from batchroute.adapters.dynamo.reads import day_range_query, pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
@@ -172,9 +172,7 @@ def _feedback_item(feedback: Feedback) -> dict[str, Any]:
     values = asdict(feedback)
     del values["target"]  # stored flat: its type and ids beside the feedback's own fields
     return {
-        "pk": org_pk(feedback.org_id),
-        "sk": _sk(target, feedback.author),
-        "kind": "feedback",
+        **org_item(feedback.org_id, _sk(target, feedback.author), "feedback"),
         "gsi1pk": f"FEEDBACK#{feedback.org_id}",
         "gsi1sk": _gsi1sk(feedback),
         **values,

@@ -26,6 +26,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import (
     EXISTS,
     from_item,
+    org_item,
     org_key,
     org_pk,
     plain,
@@ -84,9 +85,7 @@ class PaymentsStore(DynamoStore):
     def settings_item(self, new: AutoTopup, *, expected_version: int) -> TransactItem:
         """A Put of the whole settings item, refused unless it is still at `expected_version`."""
         values = {
-            "pk": org_pk(new.org_id),
-            "sk": _SETTINGS_SK,
-            "kind": "auto_topup",
+            **org_item(new.org_id, _SETTINGS_SK, "auto_topup"),
             "org_id": new.org_id,
             "enabled": new.enabled,
             "trigger_micros": new.trigger_balance.micros,
@@ -124,9 +123,7 @@ class PaymentsStore(DynamoStore):
     # -- attempts --------------------------------------------------------------------------
     def new_attempt_item(self, attempt: TopupAttempt) -> TransactItem:
         values = {
-            "pk": org_pk(attempt.org_id),
-            "sk": _ATTEMPT_PREFIX + attempt.attempt_id,
-            "kind": "topup_attempt",
+            **org_item(attempt.org_id, _ATTEMPT_PREFIX + attempt.attempt_id, "topup_attempt"),
             **_attempt_values(attempt),
             "gsi1pk": PENDING_TOPUPS,
             "gsi1sk": f"{attempt.created_at}#{attempt.org_id}#{attempt.attempt_id}",

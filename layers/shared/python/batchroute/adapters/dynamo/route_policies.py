@@ -14,7 +14,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_pk, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_item, org_pk, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
@@ -90,9 +90,7 @@ class RoutePolicyStore(ControlsStore):
 
 def _policy_item(policy: RoutePolicy) -> dict[str, Any]:
     return {
-        "pk": org_pk(policy.org_id),
-        "sk": POLICY_SK,
-        "kind": "routing_policy",
+        **org_item(policy.org_id, POLICY_SK, "routing_policy"),
         "org_id": policy.org_id,
         "provider_allow": list(policy.provider_allow),
         "provider_deny": list(policy.provider_deny),
@@ -140,9 +138,7 @@ def policy_from_item(item: dict[str, Any]) -> RoutePolicy:
 def _entry_item(entry: PolicyChange) -> dict[str, Any]:
     # One JSON text keeps the entry exactly as the API shows it (no Decimal round trip).
     return {
-        "pk": org_pk(entry.org_id),
-        "sk": HISTORY_PREFIX + suffix_of(entry.id),
-        "kind": "routing_policy_change",
+        **org_item(entry.org_id, HISTORY_PREFIX + suffix_of(entry.id), "routing_policy_change"),
         "created_at": entry.created_at,
         "entry_json": json.dumps(entry.to_api(), sort_keys=True),
     }

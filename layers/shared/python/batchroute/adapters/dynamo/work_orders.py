@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import EXISTS, from_item, org_key, org_pk, plain, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, from_item, org_item, org_key, org_pk, plain, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
@@ -138,7 +138,7 @@ class WorkOrderStore(DynamoStore):
         open and under the member limit. Written inside another transaction (batch create)
         or by `attach`."""
         sk = f"{MEMBER_PREFIX}{move.work_order_id}#{member.batch_id}"
-        marker = {"pk": org_pk(move.org_id), "sk": sk, "kind": "work_order_member", **asdict(member)}
+        marker = {**org_item(move.org_id, sk, "work_order_member"), **asdict(member)}
         return [
             put_new(self.table_name, marker),
             _counters_update(
