@@ -134,8 +134,7 @@ def _hand_over_update(
 
 class BatchProgress(DynamoStore):
     def get_lane(self, batch_id: str, lane_key: str) -> LaneRecord | None:
-        item = self.item_at(lane_item_key(batch_id, lane_key))
-        return lane_from_item(item) if item is not None else None
+        return self.read_at(lane_item_key(batch_id, lane_key), lane_from_item)
 
     def put_lane(self, batch_id: str, lane: LaneRecord) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""

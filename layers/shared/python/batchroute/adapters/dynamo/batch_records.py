@@ -525,8 +525,7 @@ class BatchRecords(DynamoStore):
 
     # -- step cursors: a step that runs over several invocations (`BATCH#<id>`/`CURSOR#<step>`) --
     def cursor(self, batch_id: str, step: str) -> FinalizeCursor | None:
-        item = self.item_at({"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}})
-        return _cursor(item) if item else None
+        return self.read_at({"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}}, _cursor)
 
     def start_cursor(self, batch_id: str, step: str, cursor: FinalizeCursor) -> bool:
         """Create the cursor once; False when another invocation created it first."""

@@ -37,8 +37,7 @@ class BucketDeliveries(LeasedStore):
     due_index = DueIndex(DUE_PARTITION, state_field="state", count_field="attempts")
 
     def get(self, batch_id: str) -> DeliveryRecord | None:
-        item = self.item_at(_key(batch_id))
-        return delivery_from_item(plain(item)) if item is not None else None
+        return self.read_at(_key(batch_id), lambda item: delivery_from_item(plain(item)))
 
     def start_round(self, record: DeliveryRecord, *, replacing: DeliveryRecord | None) -> bool:
         """Write the delivery at the start of a round (pending, due at `next_attempt_at`):

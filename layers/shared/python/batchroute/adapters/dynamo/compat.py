@@ -25,7 +25,7 @@ from typing import Any
 
 from ulid import ULID
 
-from batchroute.adapters.dynamo.codec import from_item, plain, to_item, to_value, update_request
+from batchroute.adapters.dynamo.codec import from_item, plain, to_value, update_request
 from batchroute.adapters.dynamo.files import file_key, file_record
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
@@ -113,10 +113,7 @@ class CompatStore(DynamoStore):
         return [*files, listed]
 
     def output_file(self, file_id: str) -> OutputFile | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_file_key(file_id), ConsistentRead=True
-        )
-        return _output_file(from_item(response["Item"])) if "Item" in response else None
+        return self.read_at(_file_key(file_id), _output_file)
 
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None:
         """The measured size of an output file in one body format (computed once)."""
@@ -238,17 +235,10 @@ class CompatStore(DynamoStore):
 
     # -- uploads -----------------------------------------------------------------------------------
     def create_upload(self, record: UploadRecord, *, ttl: int) -> None:
-        self.dynamodb.put_item(
-            TableName=self.table_name,
-            Item=to_item({**_upload_values(record), "ttl": ttl}),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        self.insert({**_upload_values(record), "ttl": ttl})
 
     def upload(self, upload_id: str) -> UploadRecord | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_upload_key(upload_id), ConsistentRead=True
-        )
-        return _upload(from_item(response["Item"])) if "Item" in response else None
+        return self.read_at(_upload_key(upload_id), _upload)
 
     def claim_upload(self, upload_id: str, *, file_id: str, now: int, until: int) -> tuple[bool, str | None]:
         """Claim a `pending` upload for the one call that assembles it into `file_id`, until
@@ -316,18 +306,14 @@ class CompatStore(DynamoStore):
         return True, _claimed_file(answer)
 
     def add_part(self, part: UploadPart, *, ttl: int) -> None:
-        self.dynamodb.put_item(
-            TableName=self.table_name,
-            Item=to_item(
-                {
-                    "pk": f"UPLOAD#{part.upload_id}",
-                    "sk": f"PART#{part.part_id}",
-                    "kind": "upload_part",
-                    **asdict(part),
-                    "ttl": ttl,
-                }
-            ),
-            ConditionExpression="attribute_not_exists(pk)",
+        self.insert(
+            {
+                "pk": f"UPLOAD#{part.upload_id}",
+                "sk": f"PART#{part.part_id}",
+                "kind": "upload_part",
+                **asdict(part),
+                "ttl": ttl,
+            }
         )
 
     def parts(self, upload_id: str) -> dict[str, UploadPart]:

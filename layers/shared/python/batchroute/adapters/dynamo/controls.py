@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_item, org_pk, plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, plain, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
@@ -84,7 +84,7 @@ class ControlsStore(DynamoStore):
 
     # -- helpers -------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
-        return self.item_at({"pk": {"S": org_pk(org_id)}, "sk": {"S": sk}})
+        return self.item_at(org_key(org_id, sk))
 
     def _versioned_put(self, values: dict[str, Any], expected_version: int) -> dict[str, Any]:
         put: dict[str, Any] = {"TableName": self.table_name, "Item": to_item(values)}

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import EXISTS, from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, to_item, to_value
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, put_new
@@ -52,10 +52,7 @@ class DeliveryTargetStore(DynamoStore):
         return [target_from_item(item) for item in self.query_all(request)]
 
     def get(self, org_id: str, target_id: str) -> DeliveryTarget | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, target_id), ConsistentRead=True
-        )
-        return target_from_item(from_item(response["Item"])) if "Item" in response else None
+        return self.read_at(_key(org_id, target_id), target_from_item)
 
     def replace(self, target: DeliveryTarget, *, expected_updated_at: str) -> bool:
         """Overwrite an existing target, only if nobody changed it since it was read."""

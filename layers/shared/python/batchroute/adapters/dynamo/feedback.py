@@ -47,8 +47,9 @@ def _counter_sk(key: CounterKey) -> str:
 
 class FeedbackStore(DynamoStore):
     def get(self, org_id: str, target: Target, author: str) -> Feedback | None:
-        item = self.item_at({"pk": {"S": org_pk(org_id)}, "sk": {"S": _sk(target, author)}})
-        return feedback_from_item(item) if item is not None else None
+        return self.read_at(
+            {"pk": {"S": org_pk(org_id)}, "sk": {"S": _sk(target, author)}}, feedback_from_item
+        )
 
     def save(
         self, feedback: Feedback, moves: Mapping[CounterKey, Mapping[str, int]], *, replaces: int | None

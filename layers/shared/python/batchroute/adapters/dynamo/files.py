@@ -34,15 +34,10 @@ def _key(file_id: str) -> dict[str, Any]:
 
 class FileStore(DynamoStore):
     def create(self, record: FileRecord, *, ttl: int | None = None) -> None:
-        self.dynamodb.put_item(
-            TableName=self.table_name,
-            Item=to_item({**_values(record), "ttl": ttl}),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        self.insert({**_values(record), "ttl": ttl})
 
     def get(self, file_id: str) -> FileRecord | None:
-        item = self.item_at(_key(file_id))
-        return _record(item) if item is not None else None
+        return self.read_at(_key(file_id), _record)
 
     def replace(self, record: FileRecord, *, expected_status: FileStatus) -> bool:
         """Write `record` only if the stored one is still `expected_status`; False if it moved on."""

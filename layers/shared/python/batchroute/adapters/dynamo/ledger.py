@@ -237,8 +237,7 @@ class LedgerStore(DynamoStore):
     def credit_reversal(self, org_id: str, processor_ref: str) -> CreditReversal | None:
         """What was credited under `processor_ref` and taken back since; None when it was
         never credited to this org."""
-        marker = self.item_at(_key(org_id, _PAYMENT_PREFIX + processor_ref))
-        return None if marker is None else _reversal_of(marker)
+        return self.read_at(_key(org_id, _PAYMENT_PREFIX + processor_ref), _reversal_of)
 
     def record_reversal(
         self, org_id: str, processor_ref: str, figures: ReversalFigures, *, at: str
@@ -551,8 +550,7 @@ class LedgerStore(DynamoStore):
             raise
 
     def reservation(self, org_id: str, reservation_id: str) -> Reservation | None:
-        item = self.item_at(_key(org_id, _RESERVATION_PREFIX + reservation_id))
-        return _reservation(item) if item is not None else None
+        return self.read_at(_key(org_id, _RESERVATION_PREFIX + reservation_id), _reservation)
 
     def reservations(self, org_id: str) -> list[Reservation]:
         """All of an org's reservations (audits and tests)."""

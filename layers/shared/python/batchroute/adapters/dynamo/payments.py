@@ -276,17 +276,13 @@ class PaymentsStore(DynamoStore):
     # -- the service's own checkout records ------------------------------------------------
     def record_checkout(self, record: CheckoutRecord) -> None:
         """Keep the record of a session just opened (a session id is recorded once)."""
-        self.dynamodb.put_item(
-            TableName=self.table_name,
-            Item=to_item(
-                {
-                    "pk": _CHECKOUT_PREFIX + record.session_id,
-                    "sk": _CHECKOUT_SK,
-                    "kind": "checkout",
-                    **asdict(record),
-                }
-            ),
-            ConditionExpression="attribute_not_exists(pk)",
+        self.insert(
+            {
+                "pk": _CHECKOUT_PREFIX + record.session_id,
+                "sk": _CHECKOUT_SK,
+                "kind": "checkout",
+                **asdict(record),
+            }
         )
 
     def checkout_record(self, session_id: str) -> CheckoutRecord | None:

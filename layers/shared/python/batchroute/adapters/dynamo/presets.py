@@ -100,8 +100,7 @@ class PresetStore(DynamoStore):
         return self.transact([archive, self.count_down(_count_key(org_id))])
 
     def head(self, org_id: str, name: str) -> Preset | None:
-        item = self.item_at(_head_key(org_id, name))
-        return _head_from(item) if item is not None else None
+        return self.read_at(_head_key(org_id, name), _head_from)
 
     def benchmark_item(self, org_id: str, name: str, regression: RegressionRecord) -> TransactItem:
         """The Put of one golden-set regression run of a preset version, for the transaction
@@ -124,8 +123,7 @@ class PresetStore(DynamoStore):
         ]
 
     def version(self, org_id: str, name: str, version: int) -> PresetVersion | None:
-        item = self.item_at({"pk": _pk(org_id), "sk": {"S": _version_sk(name, version)}})
-        return _version_from(item) if item is not None else None
+        return self.read_at({"pk": _pk(org_id), "sk": {"S": _version_sk(name, version)}}, _version_from)
 
     def heads(self, org_id: str, *, after: str | None, limit: int) -> tuple[list[Preset], str | None]:
         """One page of the org's presets by name; the name to continue after, or None."""

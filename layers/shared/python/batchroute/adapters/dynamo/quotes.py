@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.batches.quote_snapshot import QuoteSnapshot
 
@@ -33,16 +32,8 @@ class QuoteStore(DynamoStore):
             "snapshot": snapshot.to_json(),
             "ttl": _epoch(snapshot.expires_at) + _TTL_GRACE_SECONDS,
         }
-        self.dynamodb.put_item(
-            TableName=self.table_name, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)"
-        )
+        self.insert(item)
 
     def get(self, quote_id: str) -> QuoteSnapshot | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": f"QUOTE#{quote_id}"}, "sk": {"S": "META"}},
-            ConsistentRead=True,
-        )
-        if "Item" not in response:
-            return None
-        return QuoteSnapshot.from_json(response["Item"]["snapshot"]["S"])
+        key = {"pk": {"S": f"QUOTE#{quote_id}"}, "sk": {"S": "META"}}
+        return self.read_at(key, lambda item: QuoteSnapshot.from_json(item["snapshot"]))

@@ -133,10 +133,7 @@ class ScheduleStore(DynamoStore):
         }
 
     def get(self, org_id: str, schedule_id: str) -> Schedule | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, schedule_id), ConsistentRead=True
-        )
-        return schedule_from_item(from_item(response["Item"])) if "Item" in response else None
+        return self.read_at(_key(org_id, schedule_id), schedule_from_item)
 
     def for_org(
         self, org_id: str, *, limit: int, start_after: str | None
@@ -227,12 +224,8 @@ class ScheduleStore(DynamoStore):
         self.dynamodb.update_item(**set_update(self.table_name, key, changes, condition=None))
 
     def run(self, schedule_id: str, fire_at: str) -> ScheduleRun | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()},
-            ConsistentRead=True,
-        )
-        return from_stored(ScheduleRun, plain(from_item(response["Item"]))) if "Item" in response else None
+        key = {k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()}
+        return self.read_at(key, lambda item: from_stored(ScheduleRun, plain(item)))
 
     def runs(
         self, schedule_id: str, *, limit: int, start_after: str | None

@@ -4,14 +4,16 @@ limit, and a transaction whose refused condition is an answer, not an error."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from batchroute.adapters.aws import shared_client
-from batchroute.adapters.dynamo.codec import from_item, to_value, update_request
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value, update_request
 from batchroute.adapters.dynamo.reads import every_item
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update
+
+Record = TypeVar("Record")
 
 
 @dataclass(eq=False, repr=False)
@@ -23,6 +25,19 @@ class DynamoStore:
         """The item at `key`, read consistently, as plain values; None when there is none."""
         response = self.dynamodb.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)
         return from_item(response["Item"]) if "Item" in response else None
+
+    def insert(self, values: dict[str, Any]) -> None:
+        """PutItem of `values` as a new item: its id is fresh, so an item already at its key
+        is an error, and raises."""
+        self.dynamodb.put_item(
+            TableName=self.table_name, Item=to_item(values), ConditionExpression="attribute_not_exists(pk)"
+        )
+
+    def read_at(self, key: dict[str, Any], record: Callable[[dict[str, Any]], Record]) -> Record | None:
+        """`record` of the item at `key` (read consistently, as plain values); None when
+        there is none."""
+        item = self.item_at(key)
+        return None if item is None else record(item)
 
     def update_where(
         self,

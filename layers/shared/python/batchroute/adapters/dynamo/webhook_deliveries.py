@@ -87,10 +87,7 @@ class WebhookDeliveries(LeasedStore):
         )
 
     def get(self, batch_id: str, delivery_id: str) -> WebhookDeliveryRecord | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=self._key(batch_id, delivery_id), ConsistentRead=True
-        )
-        return _delivery(response["Item"]) if "Item" in response else None
+        return self.read_at(self._key(batch_id, delivery_id), _delivery)
 
     def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, WebhookDeliveryRecord]:
         """The deliveries of `owner_id` among `delivery_ids` that exist, by id (BatchGetItem,
@@ -107,7 +104,7 @@ class WebhookDeliveries(LeasedStore):
             while request:
                 response = self.dynamodb.batch_get_item(RequestItems=request)
                 for raw in response.get("Responses", {}).get(self.table_name, []):
-                    delivery = _delivery(raw)
+                    delivery = _delivery(from_item(raw))
                     found[delivery.delivery_id] = delivery
                 request = response.get("UnprocessedKeys") or {}
         return found
@@ -123,7 +120,7 @@ class WebhookDeliveries(LeasedStore):
             if _ATTEMPT_MARK in raw["sk"]["S"]:
                 attempts.append(from_stored(WebhookAttempt, plain(from_item(raw))))
             else:
-                deliveries.append(_delivery(raw))
+                deliveries.append(_delivery(from_item(raw)))
         return deliveries, attempts
 
     def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]:
@@ -218,5 +215,5 @@ def _outcome(
     return sets, removes, values
 
 
-def _delivery(raw: dict[str, Any]) -> WebhookDeliveryRecord:
-    return from_stored(WebhookDeliveryRecord, plain(from_item(raw)))
+def _delivery(item: dict[str, Any]) -> WebhookDeliveryRecord:
+    return from_stored(WebhookDeliveryRecord, plain(item))

@@ -90,10 +90,7 @@ class WorkOrderStore(DynamoStore):
         )
 
     def get(self, org_id: str, work_order_id: str) -> WorkOrder | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=org_key(org_id, f"{PREFIX}{work_order_id}"), ConsistentRead=True
-        )
-        return _work_order(response["Item"]) if "Item" in response else None
+        return self.read_at(org_key(org_id, f"{PREFIX}{work_order_id}"), _work_order)
 
     def page(
         self, org_id: str, *, start_after: str | None, limit: int, client_reference: str | None = None
@@ -109,7 +106,7 @@ class WorkOrderStore(DynamoStore):
             kwargs["ExpressionAttributeValues"][":ref"] = to_value(client_reference)
         orders: list[WorkOrder] = []
         for response in pages(self.dynamodb.query, kwargs):
-            orders.extend(_work_order(i) for i in response.get("Items", []))
+            orders.extend(_work_order(from_item(i)) for i in response.get("Items", []))
             if len(orders) > limit:
                 return orders[:limit], True
         return orders, False
@@ -273,8 +270,8 @@ def _work_order_values(order: WorkOrder) -> dict[str, Any]:
     return {"kind": "work_order", **values, "metadata": dict(order.metadata), **asdict(order.tallies)}
 
 
-def _work_order(raw: dict[str, Any]) -> WorkOrder:
-    item = plain(from_item(raw))
+def _work_order(values: dict[str, Any]) -> WorkOrder:
+    item = plain(values)
     return from_stored(
         WorkOrder,
         item,
