@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_value
+from batchroute.adapters.dynamo.codec import decimals, from_item, org_key, plain
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_update, put_new, transact_unless_refused
+from batchroute.adapters.dynamo.writes import put_new, transact_unless_refused
 from batchroute.clock import isoformat
 from batchroute.domain.billing.alerts import Alert, AlertData, BillingEvent
 from batchroute.ids import new_id
@@ -104,7 +104,7 @@ class BillingEvents(DynamoStore):
 
     # -- the low-balance alert's episodes ------------------------------------------------
     def low_balance_state(self, org_id: str) -> LowBalanceState:
-        item = self.item_at({"pk": to_value(f"ORG#{org_id}"), "sk": to_value(LOW_BALANCE_STATE_SK)})
+        item = self.item_at(org_key(org_id, LOW_BALANCE_STATE_SK))
         if item is None:
             return LowBalanceState()
         episode = int(item.get("episode", 0))
@@ -117,7 +117,7 @@ class BillingEvents(DynamoStore):
             org_id,
             "SET episode = :e, fired_episode = :e, fired_at = :at",
             "attribute_not_exists(pk) OR episode = :e",
-            {":e": to_value(episode), ":at": to_value(isoformat(at))},
+            {":e": episode, ":at": isoformat(at)},
         )
 
     def rearm_low_balance(self, org_id: str, *, episode: int, at: datetime) -> bool:
@@ -126,22 +126,16 @@ class BillingEvents(DynamoStore):
             org_id,
             "SET episode = :next, rearmed_at = :at",
             "episode = :e AND fired_episode = :e",
-            {":e": to_value(episode), ":next": to_value(episode + 1), ":at": to_value(isoformat(at))},
+            {":e": episode, ":next": episode + 1, ":at": isoformat(at)},
         )
 
-    def _update_state(self, org_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key={"pk": to_value(f"ORG#{org_id}"), "sk": to_value(LOW_BALANCE_STATE_SK)},
-            UpdateExpression=update + ", org_id = :org, #kind = :kind",
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#kind": "kind"},
-            ExpressionAttributeValues={
-                **values,
-                ":org": to_value(org_id),
-                ":kind": to_value("low_balance_state"),
-            },
+    def _update_state(self, org_id: str, update: str, condition: str, values: dict[str, object]) -> bool:
+        return self.update_where(
+            org_key(org_id, LOW_BALANCE_STATE_SK),
+            update + ", org_id = :org, #kind = :kind",
+            condition=condition,
+            names={"#kind": "kind"},
+            values={**values, ":org": org_id, ":kind": "low_balance_state"},
         )
 
 

@@ -81,26 +81,29 @@ class BucketDeliveries(LeasedStore):
             next_attempt_at=record.next_attempt_at,
             lease_expired_before=lease_expired_before,
         )
-        sets, removes, names, expression_values = [*end.sets], [*end.removes], {**end.names}, {**end.values}
+        sets: list[str] = []
+        removes: list[str] = []
+        names: dict[str, str] = {}
+        expression_values: dict[str, object] = {}
         for index, (name, value) in enumerate(values.items()):
             if name == "state":
                 sets.append("#state = :v_state")
-                expression_values[":v_state"] = to_value(value)
+                expression_values[":v_state"] = value
             elif value is None:
                 removes.append(name)
             else:
                 names[f"#a{index}"] = name
-                expression_values[f":v{index}"] = to_value(value)
+                expression_values[f":v{index}"] = value
                 sets.append(f"#a{index} = :v{index}")
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_key(record.batch_id),
-            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-            ConditionExpression=end.condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=expression_values,
+        request = end.update(
+            self.table_name,
+            _key(record.batch_id),
+            sets=sets,
+            removes=removes,
+            names=names,
+            values=expression_values,
         )
+        return conditional_update(self.dynamodb, **request)
 
     def due(self, now_iso: str, limit: int = 100) -> list[str]:
         """Batch ids whose delivery owes an attempt (or whose attempt's lease ran out) at or
@@ -111,20 +114,17 @@ class BucketDeliveries(LeasedStore):
         """A retry message is on the deliver queue: look at the delivery again only at
         `recheck_at` (so the next sweep does not queue it twice; a lost message is re-queued
         then). Conditional on the attempt it queued still being owed."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_key(batch_id),
-            UpdateExpression="SET gsi1sk = :sk",
-            ConditionExpression=(
-                "attribute_exists(gsi1pk) AND #state IN (:pending, :failed) AND next_attempt_at = :next"
-            ),
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={
-                ":sk": to_value(due_sort_key(recheck_at, batch_id)),
-                ":pending": to_value("pending"),
-                ":failed": to_value("failed"),
-                ":next": to_value(next_attempt_at),
+        return self.update_where(
+            _key(batch_id),
+            "SET gsi1sk = :sk",
+            condition="attribute_exists(gsi1pk) AND #state IN (:pending, :failed) "
+            "AND next_attempt_at = :next",
+            names={"#state": "state"},
+            values={
+                ":sk": due_sort_key(recheck_at, batch_id),
+                ":pending": "pending",
+                ":failed": "failed",
+                ":next": next_attempt_at,
             },
         )
 

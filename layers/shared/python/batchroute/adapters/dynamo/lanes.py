@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.codec import update_request
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_update
 from batchroute.domain.catalog.catalog import LaneLive
 
 PARTITION = "LANES"
@@ -61,7 +60,7 @@ class LaneStateStore(DynamoStore):
             lane_id,
             "SET lane_id = :lane, #kind = :kind, remaining_capacity_items = :remaining, "
             "last_heartbeat_at = :at, updated_at = :at" + _CLEAR_MARK,
-            {":remaining": to_value(max(0, remaining_capacity_items))},
+            {":remaining": max(0, remaining_capacity_items)},
             condition=_NOT_BACKWARD,
             at=at,
         )
@@ -76,7 +75,7 @@ class LaneStateStore(DynamoStore):
             lane_id,
             "SET lane_id = :lane, #kind = :kind, remaining_capacity_items = :daily, capacity_day = :day, "
             "last_heartbeat_at = :at, updated_at = :at" + _CLEAR_MARK,
-            {":daily": to_value(daily_capacity_items), ":day": to_value(day)},
+            {":daily": daily_capacity_items, ":day": day},
             condition=f"(attribute_not_exists(capacity_day) OR capacity_day <> :day) AND {_NOT_BACKWARD}",
             at=at,
         )
@@ -94,79 +93,68 @@ class LaneStateStore(DynamoStore):
     def mark_unavailable(self, lane_id: str, *, code: str, reason: str, until: str, at: str) -> None:
         """The lane cannot serve (e.g. its vendor account is out of credit): its heartbeat is
         removed now, so routing stops choosing it, and no heartbeat is taken before `until`."""
-        self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key=lane_key(lane_id),
-            UpdateExpression=(
+        request = update_request(
+            self.table_name,
+            lane_key(lane_id),
+            (
                 "SET lane_id = :lane, #kind = :kind, unavailable_code = :code, unavailable_reason = :reason, "
                 "unavailable_until = :until, updated_at = :at, "
                 "remaining_capacity_items = if_not_exists(remaining_capacity_items, :zero) "
                 "REMOVE last_heartbeat_at"
             ),
-            ExpressionAttributeNames={"#kind": "kind"},
-            ExpressionAttributeValues={
-                ":lane": to_value(lane_id),
-                ":kind": to_value(_KIND),
-                ":code": to_value(code),
-                ":reason": to_value(reason[:500]),
-                ":until": to_value(until),
-                ":at": to_value(at),
-                ":zero": to_value(0),
+            names={"#kind": "kind"},
+            values={
+                ":lane": lane_id,
+                ":kind": _KIND,
+                ":code": code,
+                ":reason": reason[:500],
+                ":until": until,
+                ":at": at,
+                ":zero": 0,
             },
         )
+        self.dynamodb.update_item(**request)
 
     def consume_capacity(self, lane_id: str, items: int, *, at: str | None = None) -> bool:
         """Take `items` of today's capacity: all or nothing, never below zero. False when the
         lane has no live record or not enough left."""
         if items <= 0:
             raise ValueError("items must be positive")
-        values: dict[str, Any] = {":n": to_value(items)}
+        values: dict[str, object] = {":n": items}
         expression = "SET remaining_capacity_items = remaining_capacity_items - :n"
         if at is not None:
             expression += ", updated_at = :updated"
-            values[":updated"] = to_value(at)
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=lane_key(lane_id),
-            UpdateExpression=expression,
-            ConditionExpression="remaining_capacity_items >= :n",
-            ExpressionAttributeValues=values,
+            values[":updated"] = at
+        return self.update_where(
+            lane_key(lane_id), expression, condition="remaining_capacity_items >= :n", values=values
         )
 
     def exhaust_capacity(self, lane_id: str, *, at: str) -> bool:
         """The lane has nothing left today (a batch ran more items than it had left since its
         quote): remaining capacity 0, so routing sees it full until the next daily reset.
         False when the lane has no live record."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=lane_key(lane_id),
-            UpdateExpression="SET remaining_capacity_items = :zero, updated_at = :at",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":zero": to_value(0), ":at": to_value(at)},
+        return self.update_where(
+            lane_key(lane_id),
+            "SET remaining_capacity_items = :zero, updated_at = :at",
+            condition="attribute_exists(pk)",
+            values={":zero": 0, ":at": at},
         )
 
     def _update(
         self,
         lane_id: str,
         expression: str,
-        values: dict[str, Any],
+        values: dict[str, object],
         *,
         condition: str,
         at: str,
         with_identity: bool = True,
     ) -> bool:
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Key": lane_key(lane_id),
-            "UpdateExpression": expression,
-            "ConditionExpression": condition,
-            "ExpressionAttributeValues": {**values, ":at": to_value(at)},
-        }
-        if with_identity:
-            request["ExpressionAttributeValues"].update(
-                {":lane": to_value(lane_id), ":kind": to_value(_KIND)}
-            )
-            request["ExpressionAttributeNames"] = {"#kind": "kind"}
-        return conditional_update(self.dynamodb, **request)
+        identity = {":lane": lane_id, ":kind": _KIND} if with_identity else {}
+        return self.update_where(
+            lane_key(lane_id),
+            expression,
+            condition=condition,
+            names={"#kind": "kind"} if with_identity else None,
+            values={**values, ":at": at, **identity},
+        )

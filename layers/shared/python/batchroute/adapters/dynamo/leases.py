@@ -6,12 +6,12 @@ entry to the lease's end so a worker that died is noticed by the next sweep."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.codec import to_value, update_request
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_update
 
 
 def due_sort_key(when_iso: str, owner_id: str) -> str:
@@ -37,8 +37,29 @@ class AttemptEnd:
     sets: list[str]
     removes: list[str]
     names: dict[str, str]
-    values: dict[str, Any]
+    values: dict[str, object]  # plain
     condition: str
+
+    def update(
+        self,
+        table_name: str,
+        key: Mapping[str, Any],
+        *,
+        sets: Sequence[str],
+        removes: Sequence[str],
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, object],
+    ) -> dict[str, Any]:
+        """The update that ends the attempt with the outcome's own `sets` and `removes` (and
+        the `names` and plain `values` they use) beside the attempt end's."""
+        return update_request(
+            table_name,
+            key,
+            f"SET {', '.join([*sets, *self.sets])} REMOVE {', '.join([*removes, *self.removes])}",
+            condition=self.condition,
+            names={**self.names, **(names or {})},
+            values={**self.values, **values},
+        )
 
 
 class LeasedStore(DynamoStore):
@@ -68,30 +89,24 @@ class LeasedStore(DynamoStore):
         nobody claimed it yet; False otherwise (nothing written)."""
         index = self.due_index
         count_field = index.count_field
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=key,
-            UpdateExpression=(
-                f"SET #state = :delivering, {count_field} = :n, last_attempt_at = :now, "
-                "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
-                "REMOVE next_attempt_at"
-            ),
-            ConditionExpression=(
-                f"attribute_exists(pk) AND {count_field} = :prev "
-                "AND #state IN (:pending, :failed) AND next_attempt_at <= :now"
-            ),
-            ExpressionAttributeNames={"#state": index.state_field},
-            ExpressionAttributeValues={
-                ":delivering": to_value("delivering"),
-                ":pending": to_value("pending"),
-                ":failed": to_value("failed"),
-                ":n": to_value(attempt),
-                ":prev": to_value(attempt - 1),
-                ":now": to_value(now_iso),
-                ":lease": to_value(lease_until_iso),
-                ":due": to_value(index.partition),
-                ":due_sk": to_value(due_sort_key(lease_until_iso, owner_id)),
+        return self.update_where(
+            key,
+            f"SET #state = :delivering, {count_field} = :n, last_attempt_at = :now, "
+            "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
+            "REMOVE next_attempt_at",
+            condition=f"attribute_exists(pk) AND {count_field} = :prev "
+            "AND #state IN (:pending, :failed) AND next_attempt_at <= :now",
+            names={"#state": index.state_field},
+            values={
+                ":delivering": "delivering",
+                ":pending": "pending",
+                ":failed": "failed",
+                ":n": attempt,
+                ":prev": attempt - 1,
+                ":now": now_iso,
+                ":lease": lease_until_iso,
+                ":due": index.partition,
+                ":due_sk": due_sort_key(lease_until_iso, owner_id),
             },
         )
 
@@ -100,18 +115,18 @@ class LeasedStore(DynamoStore):
     ) -> AttemptEnd:
         """The shared part of ending attempt number `attempt` (`#state` names the state field)."""
         index = self.due_index
-        values = {":delivering": to_value("delivering"), ":n": to_value(attempt)}
+        values: dict[str, object] = {":delivering": "delivering", ":n": attempt}
         sets: list[str] = []
         removes = ["lease_until"]
         if next_attempt_at is not None:
-            values[":due"] = to_value(index.partition)
-            values[":due_sk"] = to_value(due_sort_key(next_attempt_at, owner_id))
+            values[":due"] = index.partition
+            values[":due_sk"] = due_sort_key(next_attempt_at, owner_id)
             sets += ["gsi1pk = :due", "gsi1sk = :due_sk"]
         else:
             removes += ["gsi1pk", "gsi1sk"]
         condition = f"attribute_exists(pk) AND #state = :delivering AND {index.count_field} = :n"
         if lease_expired_before is not None:
             condition += " AND lease_until < :stale"
-            values[":stale"] = to_value(lease_expired_before)
+            values[":stale"] = lease_expired_before
         names = {"#state": index.state_field}
         return AttemptEnd(sets, removes, names, values, condition)

@@ -34,7 +34,6 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_delete,
     conditional_transaction,
-    conditional_update,
     put_if_new,
     put_new,
 )
@@ -159,23 +158,21 @@ class ScheduleStore(DynamoStore):
 
     def advance(self, schedule: Schedule, *, fired_at: str, next_fire_at: str | None) -> bool:
         """Move an active schedule past a fire (conditional on the fire it was due for)."""
-        changes: dict[str, Any] = {":last": to_value(fired_at), ":seen": to_value(schedule.next_fire_at)}
+        changes: dict[str, object] = {":last": fired_at, ":seen": schedule.next_fire_at}
         expression = "SET last_fire_at = :last"
         if next_fire_at is None:
             expression += ", next_fire_at = :none REMOVE gsi1pk, gsi1sk"
-            changes[":none"] = {"NULL": True}
+            changes[":none"] = None
         else:
             expression += ", next_fire_at = :next, gsi1pk = :due, gsi1sk = :sort"
-            changes[":next"] = to_value(next_fire_at)
-            changes[":due"] = to_value(DUE)
-            changes[":sort"] = to_value(f"{next_fire_at}#{schedule.schedule_id}")
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_key(schedule.org_id, schedule.schedule_id),
-            UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk) AND next_fire_at = :seen",
-            ExpressionAttributeValues=changes,
+            changes[":next"] = next_fire_at
+            changes[":due"] = DUE
+            changes[":sort"] = f"{next_fire_at}#{schedule.schedule_id}"
+        return self.update_where(
+            _key(schedule.org_id, schedule.schedule_id),
+            expression,
+            condition="attribute_exists(pk) AND next_fire_at = :seen",
+            values=changes,
         )
 
     def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, LaneExclusion]) -> None:

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, plain, to_item, to_value
-from batchroute.adapters.dynamo.leases import AttemptEnd, DueIndex, LeasedStore, due_sort_key
+from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.delivery.webhooks import WebhookAttempt, WebhookDeliveryRecord
@@ -172,43 +172,31 @@ class WebhookDeliveries(LeasedStore):
             lease_expired_before=lease_expired_before,
         )
         outcome = (status, made.status_code, made.error)
-        sets, removes, values = _outcome(end, at_iso, outcome, next_attempt_at_iso)
-        return conditional_transaction(
-            self.dynamodb,
-            TransactItems=[
-                attempt_put,
-                {
-                    "Update": {
-                        "TableName": self.table_name,
-                        "Key": self._key(batch_id, delivery_id),
-                        "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-                        "ConditionExpression": end.condition,
-                        "ExpressionAttributeNames": end.names,
-                        "ExpressionAttributeValues": values,
-                    }
-                },
-            ],
+        sets, removes, values = _outcome(at_iso, outcome, next_attempt_at_iso)
+        ended = end.update(
+            self.table_name, self._key(batch_id, delivery_id), sets=sets, removes=removes, values=values
         )
+        return conditional_transaction(self.dynamodb, TransactItems=[attempt_put, {"Update": ended}])
 
 
 def _outcome(
-    end: AttemptEnd, at_iso: str, outcome: tuple[str, int | None, str | None], next_attempt_at: str | None
-) -> tuple[list[str], list[str], dict[str, Any]]:
-    """What an attempt's end SETs and REMOVEs on the delivery, and the values they use: its
-    outcome (the new status, the HTTP answer, the error), and the next attempt's due time,
-    beside what every attempt's end writes (`end`)."""
+    at_iso: str, outcome: tuple[str, int | None, str | None], next_attempt_at: str | None
+) -> tuple[list[str], list[str], dict[str, object]]:
+    """What an attempt's outcome SETs and REMOVEs on the delivery, and the plain values they
+    use: the new status, the HTTP answer, the error, and the next attempt's due time (beside
+    what every attempt's end writes: `AttemptEnd`)."""
     status, response_status, error = outcome
-    values = {**end.values, ":status": to_value(status), ":at": to_value(at_iso)}
-    sets = ["#state = :status", "updated_at = :at", *end.sets]
-    removes = list(end.removes)
+    values: dict[str, object] = {":status": status, ":at": at_iso}
+    sets = ["#state = :status", "updated_at = :at"]
+    removes: list[str] = []
     for name, value in (("last_response_status", response_status), ("last_error", error)):
         if value is None:
             removes.append(name)
         else:
-            values[f":{name}"] = to_value(value)
+            values[f":{name}"] = value
             sets.append(f"{name} = :{name}")
     if next_attempt_at is not None:
-        values[":next"] = to_value(next_attempt_at)
+        values[":next"] = next_attempt_at
         sets.append("next_attempt_at = :next")
     else:
         removes.append("next_attempt_at")
