@@ -21,11 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from batchroute.adapters.dynamo.batch_records import batch_key, lane_values
-from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.codec import update_request
 from batchroute.adapters.dynamo.lane_records import job_item, lane_from_item
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
-    conditional_update,
     put_if_new,
     put_new,
     transact_unless_refused,
@@ -57,21 +56,21 @@ def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[st
     if not moves:
         return None
     names = {"#counts": "counts"}
-    values: dict[str, Any] = {":zero": to_value(0)}
+    values: dict[str, object] = {":zero": 0}
     sets = []
     for i, (key, delta) in enumerate(moves.items()):
         names[f"#c{i}"] = key
-        values[f":c{i}"] = to_value(delta)
+        values[f":c{i}"] = delta
         sets.append(f"#counts.#c{i} = if_not_exists(#counts.#c{i}, :zero) + :c{i}")
     return {
-        "Update": {
-            "TableName": table,
-            "Key": batch_key(batch_id),
-            "UpdateExpression": "SET " + ", ".join(sets),
-            "ConditionExpression": "attribute_exists(pk)",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }
+        "Update": update_request(
+            table,
+            batch_key(batch_id),
+            "SET " + ", ".join(sets),
+            condition="attribute_exists(pk)",
+            names=names,
+            values=values,
+        )
     }
 
 
@@ -115,20 +114,20 @@ def _hand_over_update(
 ) -> dict[str, Any]:
     """The failing lane's side of a hand-over: its chunk done, `failed`, pointing at its successor."""
     return {
-        "Update": {
-            "TableName": table_name,
-            "Key": key,
-            "UpdateExpression": "SET chunks_done_n = :next, chunks_started_n = :next, "
+        "Update": update_request(
+            table_name,
+            key,
+            "SET chunks_done_n = :next, chunks_started_n = :next, "
             "#status = :failed_status, failover_to = :to, latest_error = :error, "
             "finished_at = :at, updated_at = :at, running_items = :zero, "
             "completed = if_not_exists(completed, :zero) + :completed, "
             "failed = if_not_exists(failed, :zero) + :failed, "
             "handed_over = if_not_exists(handed_over, :zero) + :handed, "
             f"{_usage_adds(tally)}{_writer_note(tally)} REMOVE job, job_chunk, partial_chunk, submitting",
-            "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT} AND #status IN (:pending, :running)",
-            "ExpressionAttributeNames": {"#status": "status", **_usage_names(tally)},
-            "ExpressionAttributeValues": {k: to_value(v) for k, v in values.items()},
-        }
+            condition=f"attribute_exists(pk) AND {_DONE_AT} AND #status IN (:pending, :running)",
+            names={"#status": "status", **_usage_names(tally)},
+            values=values,
+        )
     }
 
 
@@ -150,17 +149,9 @@ class BatchProgress(DynamoStore):
         names: dict[str, str] | None = None,
         values: dict[str, Any] | None = None,
     ) -> bool:
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Key": lane_item_key(batch_id, lane_key),
-            "UpdateExpression": expression,
-            "ConditionExpression": condition,
-        }
-        if names:
-            request["ExpressionAttributeNames"] = names
-        if values:
-            request["ExpressionAttributeValues"] = {k: to_value(v) for k, v in values.items()}
-        return conditional_update(self.dynamodb, **request)
+        return self.update_where(
+            lane_item_key(batch_id, lane_key), expression, condition=condition, names=names, values=values
+        )
 
     # -- lane status ---------------------------------------------------------------------------
     def lane_running(self, batch_id: str, lane_key: str, *, at: str) -> bool:
@@ -247,17 +238,13 @@ class BatchProgress(DynamoStore):
         """Counts `items` pending -> running and notes the lane's chunk at `position` (of
         its list) as started; False (and no change) when it was started before."""
         lane = {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": lane_item_key(batch_id, lane_key),
-                "UpdateExpression": "SET chunks_started_n = :next, running_items = :items",
-                "ConditionExpression": f"attribute_exists(pk) AND {_STARTED_AT} AND {_DONE_AT}",
-                "ExpressionAttributeValues": {
-                    ":position": to_value(position),
-                    ":next": to_value(position + 1),
-                    ":items": to_value(items),
-                },
-            }
+            "Update": update_request(
+                self.table_name,
+                lane_item_key(batch_id, lane_key),
+                "SET chunks_started_n = :next, running_items = :items",
+                condition=f"attribute_exists(pk) AND {_STARTED_AT} AND {_DONE_AT}",
+                values={":position": position, ":next": position + 1, ":items": items},
+            )
         }
         return self._transact(
             lane, _counts_update(self.table_name, batch_id, {"pending": -items, "running": items})
@@ -268,30 +255,27 @@ class BatchProgress(DynamoStore):
         of its completed items. False (and no change) when the chunk was finished before."""
         position = tally.position
         lane = {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": lane_item_key(batch_id, lane_key),
-                "UpdateExpression": "SET chunks_done_n = :next, chunks_started_n = :next, "
+            "Update": update_request(
+                self.table_name,
+                lane_item_key(batch_id, lane_key),
+                "SET chunks_done_n = :next, chunks_started_n = :next, "
                 "running_items = :zero, updated_at = :at, "
                 "completed = if_not_exists(completed, :zero) + :completed, "
                 "failed = if_not_exists(failed, :zero) + :failed, "
                 "canceled = if_not_exists(canceled, :zero) + :canceled, "
                 "handed_over = if_not_exists(handed_over, :zero) + :handed, "
                 f"{_usage_adds(tally)}{_writer_note(tally)} REMOVE partial_chunk",
-                "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT}",
-                "ExpressionAttributeNames": _usage_names(tally),
-                "ExpressionAttributeValues": {
-                    k: to_value(v)
-                    for k, v in {
-                        ":position": position,
-                        ":next": position + 1,
-                        ":zero": 0,
-                        ":at": at,
-                        ":canceled": tally.canceled,
-                        **_tally_values(tally),
-                    }.items()
+                condition=f"attribute_exists(pk) AND {_DONE_AT}",
+                names=_usage_names(tally),
+                values={
+                    ":position": position,
+                    ":next": position + 1,
+                    ":zero": 0,
+                    ":at": at,
+                    ":canceled": tally.canceled,
+                    **_tally_values(tally),
                 },
-            }
+            )
         }
         return self._transact(lane, _counts_update(self.table_name, batch_id, tally.count_moves()))
 
@@ -301,28 +285,25 @@ class BatchProgress(DynamoStore):
         """The batch ended (canceled, expired, failed): the lane's items that never ran
         count as canceled and the lane ends `canceled`. Exactly once (the lane's status)."""
         lane = {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": lane_item_key(batch_id, lane_key),
-                "UpdateExpression": "SET #status = :canceled, "
+            "Update": update_request(
+                self.table_name,
+                lane_item_key(batch_id, lane_key),
+                "SET #status = :canceled, "
                 "canceled = if_not_exists(canceled, :zero) + :n, running_items = :zero, "
                 "finished_at = :at, updated_at = :at, latest_error = :reason "
                 "REMOVE job, job_chunk, partial_chunk, submitting",
-                "ConditionExpression": "attribute_exists(pk) AND #status IN (:pending, :running)",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {
-                    k: to_value(v)
-                    for k, v in {
-                        ":canceled": "canceled",
-                        ":pending": "pending",
-                        ":running": "running",
-                        ":zero": 0,
-                        ":n": pending + running,
-                        ":at": at,
-                        ":reason": reason,
-                    }.items()
+                condition="attribute_exists(pk) AND #status IN (:pending, :running)",
+                names={"#status": "status"},
+                values={
+                    ":canceled": "canceled",
+                    ":pending": "pending",
+                    ":running": "running",
+                    ":zero": 0,
+                    ":n": pending + running,
+                    ":at": at,
+                    ":reason": reason,
                 },
-            }
+            )
         }
         moves = {"pending": -pending, "running": -running, "canceled": pending + running}
         return self._transact(lane, _counts_update(self.table_name, batch_id, moves))

@@ -22,7 +22,16 @@ from dataclasses import asdict
 from itertools import islice
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_item, org_pk, plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import (
+    from_item,
+    org_item,
+    org_key,
+    org_pk,
+    plain,
+    to_item,
+    to_value,
+    update_request,
+)
 from batchroute.adapters.dynamo.reads import day_range_query, pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
@@ -47,9 +56,7 @@ def _counter_sk(key: CounterKey) -> str:
 
 class FeedbackStore(DynamoStore):
     def get(self, org_id: str, target: Target, author: str) -> Feedback | None:
-        return self.read_at(
-            {"pk": {"S": org_pk(org_id)}, "sk": {"S": _sk(target, author)}}, feedback_from_item
-        )
+        return self.read_at(org_key(org_id, _sk(target, author)), feedback_from_item)
 
     def save(
         self, feedback: Feedback, moves: Mapping[CounterKey, Mapping[str, int]], *, replaces: int | None
@@ -67,25 +74,18 @@ class FeedbackStore(DynamoStore):
         ]
         for key, deltas in moves.items():
             names = {f"#c{i}": name for i, name in enumerate(deltas)}
-            values = {f":c{i}": to_value(n) for i, n in enumerate(deltas.values())}
-            values.update(
-                {":day": to_value(key[0]), ":model": to_value(key[1]), ":provider": to_value(key[2])}
-            )
+            values: dict[str, object] = {f":c{i}": n for i, n in enumerate(deltas.values())}
+            values.update({":day": key[0], ":model": key[1], ":provider": key[2]})
             items.append(
                 {
-                    "Update": {
-                        "TableName": self.table_name,
-                        "Key": {"pk": {"S": org_pk(feedback.org_id)}, "sk": {"S": _counter_sk(key)}},
-                        "UpdateExpression": "SET #day = :day, #model = :model, #provider = :provider ADD "
+                    "Update": update_request(
+                        self.table_name,
+                        org_key(feedback.org_id, _counter_sk(key)),
+                        "SET #day = :day, #model = :model, #provider = :provider ADD "
                         + ", ".join(f"#c{i} :c{i}" for i in range(len(deltas))),
-                        "ExpressionAttributeNames": {
-                            **names,
-                            "#day": "day",
-                            "#model": "model",
-                            "#provider": "provider",
-                        },
-                        "ExpressionAttributeValues": values,
-                    }
+                        names={**names, "#day": "day", "#model": "model", "#provider": "provider"},
+                        values=values,
+                    )
                 }
             )
         return self.transact(items)

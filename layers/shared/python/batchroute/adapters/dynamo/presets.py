@@ -21,7 +21,15 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_item, to_value, with_floats
+from batchroute.adapters.dynamo.codec import (
+    decimals,
+    from_item,
+    plain,
+    to_item,
+    to_value,
+    update_request,
+    with_floats,
+)
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.presets.golden_sets import RegressionRecord
@@ -89,13 +97,13 @@ class PresetStore(DynamoStore):
         """Mark the preset archived and free its place in the count; False when there is no
         such active preset."""
         archive = {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": _head_key(org_id, name),
-                "UpdateExpression": "SET archived_at = :at, updated_at = :at",
-                "ConditionExpression": _ACTIVE,
-                "ExpressionAttributeValues": {":at": to_value(at)},
-            }
+            "Update": update_request(
+                self.table_name,
+                _head_key(org_id, name),
+                "SET archived_at = :at, updated_at = :at",
+                condition=_ACTIVE,
+                values={":at": at},
+            )
         }
         return self.transact([archive, self.count_down(_count_key(org_id))])
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from batchroute.adapters.aws import shared_client
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value, update_request
+from batchroute.adapters.dynamo.codec import from_item, to_item, update_request
 from batchroute.adapters.dynamo.reads import every_item
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update
 
@@ -65,30 +65,26 @@ class DynamoStore:
 
     def count_up(self, key: dict[str, Any], *, limit: int) -> dict[str, Any]:
         """A transaction item raising the `count` at `key`, refused at `limit`."""
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": key,
-                "UpdateExpression": "SET #count = if_not_exists(#count, :zero) + :one",
-                "ConditionExpression": "attribute_not_exists(#count) OR #count < :limit",
-                "ExpressionAttributeNames": {"#count": "count"},
-                "ExpressionAttributeValues": {
-                    ":zero": to_value(0),
-                    ":one": to_value(1),
-                    ":limit": to_value(limit),
-                },
-            }
-        }
+        return self._count(
+            key,
+            "if_not_exists(#count, :zero) + :one",
+            "attribute_not_exists(#count) OR #count < :limit",
+            {":limit": limit},
+        )
 
     def count_down(self, key: dict[str, Any]) -> dict[str, Any]:
         """A transaction item lowering the `count` at `key`, never below zero."""
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": key,
-                "UpdateExpression": "SET #count = #count - :one",
-                "ConditionExpression": "#count > :zero",
-                "ExpressionAttributeNames": {"#count": "count"},
-                "ExpressionAttributeValues": {":one": to_value(1), ":zero": to_value(0)},
-            }
-        }
+        return self._count(key, "#count - :one", "#count > :zero")
+
+    def _count(
+        self, key: dict[str, Any], new_count: str, condition: str, values: Mapping[str, int] | None = None
+    ) -> dict[str, Any]:
+        request = update_request(
+            self.table_name,
+            key,
+            f"SET #count = {new_count}",
+            condition=condition,
+            names={"#count": "count"},
+            values={":zero": 0, ":one": 1, **(values or {})},
+        )
+        return {"Update": request}

@@ -22,7 +22,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import EXISTS, from_item, org_item, org_key, org_pk, plain, to_value
+from batchroute.adapters.dynamo.batch_records import batch_key
+from batchroute.adapters.dynamo.codec import (
+    EXISTS,
+    from_item,
+    org_item,
+    org_key,
+    org_pk,
+    plain,
+    to_value,
+    update_request,
+)
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
@@ -159,18 +169,15 @@ class WorkOrderStore(DynamoStore):
         if not held_micros:
             held = "attribute_not_exists(overage_held_micros)"
         condition = f"attribute_exists(pk) AND attribute_not_exists(work_order) AND {settlement} AND {held}"
-        values = {":ref": to_value(attachment.reference.to_mapping())}
+        values: dict[str, object] = {":ref": attachment.reference.to_mapping()}
         if held_micros:
-            values[":held"] = to_value(held_micros)
+            values[":held"] = held_micros
+        batch = batch_key(member.batch_id)
         items.append(
             {
-                "Update": {
-                    "TableName": self.batches_table,
-                    "Key": {"pk": {"S": f"BATCH#{member.batch_id}"}, "sk": {"S": "META"}},
-                    "UpdateExpression": "SET work_order = :ref",
-                    "ConditionExpression": condition,
-                    "ExpressionAttributeValues": values,
-                }
+                "Update": update_request(
+                    self.batches_table, batch, "SET work_order = :ref", condition=condition, values=values
+                )
             }
         )
         try:
@@ -185,13 +192,13 @@ class WorkOrderStore(DynamoStore):
         """A member's rescue overage hold (written in the hold's transaction): the counters'
         `move` and the member marker's `reserved_micros`, while the member is unsettled."""
         marker = {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": org_key(move.org_id, f"{MEMBER_PREFIX}{move.work_order_id}#{batch_id}"),
-                "UpdateExpression": "ADD reserved_micros :amount",
-                "ConditionExpression": _NOT_SETTLED,
-                "ExpressionAttributeValues": {":amount": to_value(move.deltas["reserved_micros"])},
-            }
+            "Update": update_request(
+                self.table_name,
+                org_key(move.org_id, f"{MEMBER_PREFIX}{move.work_order_id}#{batch_id}"),
+                "ADD reserved_micros :amount",
+                condition=_NOT_SETTLED,
+                values={":amount": move.deltas["reserved_micros"]},
+            )
         }
         return [marker, _counters_update(self.table_name, move, condition="attribute_exists(pk)")]
 
@@ -203,16 +210,13 @@ class WorkOrderStore(DynamoStore):
             self.dynamodb,
             TransactItems=[
                 {
-                    "Update": {
-                        "TableName": self.table_name,
-                        "Key": org_key(move.org_id, f"{MEMBER_PREFIX}{move.work_order_id}#{batch_id}"),
-                        "UpdateExpression": "SET settled_at = :at, outcome = :outcome",
-                        "ConditionExpression": _NOT_SETTLED,
-                        "ExpressionAttributeValues": {
-                            ":at": to_value(move.at),
-                            ":outcome": to_value(outcome),
-                        },
-                    }
+                    "Update": update_request(
+                        self.table_name,
+                        org_key(move.org_id, f"{MEMBER_PREFIX}{move.work_order_id}#{batch_id}"),
+                        "SET settled_at = :at, outcome = :outcome",
+                        condition=_NOT_SETTLED,
+                        values={":at": move.at, ":outcome": outcome},
+                    )
                 },
                 _counters_update(self.table_name, move, condition="attribute_exists(pk)"),
             ],
