@@ -13,10 +13,10 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, plain, to_item
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
+from batchroute.adapters.dynamo.writes import at_version, conditional_put, conditional_transaction, put_new
 from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.billing.controls import (
     BillingControls,
@@ -87,13 +87,7 @@ class ControlsStore(DynamoStore):
         return self.item_at(org_key(org_id, sk))
 
     def _versioned_put(self, values: dict[str, Any], expected_version: int) -> dict[str, Any]:
-        put: dict[str, Any] = {"TableName": self.table_name, "Item": to_item(values)}
-        if expected_version == 0:
-            put["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
-            put["ConditionExpression"] = "version = :expected"
-            put["ExpressionAttributeValues"] = {":expected": to_value(expected_version)}
-        return put
+        return {"TableName": self.table_name, "Item": to_item(values), **at_version(expected_version)}
 
 
 def _controls_item(controls: BillingControls) -> dict[str, Any]:

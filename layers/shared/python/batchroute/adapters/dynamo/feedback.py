@@ -34,6 +34,7 @@ from batchroute.adapters.dynamo.codec import (
 )
 from batchroute.adapters.dynamo.reads import day_range_query, pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import at_version
 from batchroute.domain.feedback.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
 from batchroute.domain.stored import from_counters, from_stored
 
@@ -63,15 +64,12 @@ class FeedbackStore(DynamoStore):
     ) -> bool:
         """Write `feedback` and move the counters, in one transaction; `replaces`: the version
         it replaces (None: a new one). False when someone else wrote it meanwhile."""
-        condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
-        if replaces is not None:
-            condition = {
-                "ConditionExpression": "version = :seen",
-                "ExpressionAttributeValues": {":seen": to_value(replaces)},
-            }
-        items: list[dict[str, Any]] = [
-            {"Put": {"TableName": self.table_name, "Item": to_item(_feedback_item(feedback)), **condition}}
-        ]
+        put = {
+            "TableName": self.table_name,
+            "Item": to_item(_feedback_item(feedback)),
+            **at_version(replaces),
+        }
+        items: list[dict[str, Any]] = [{"Put": put}]
         for key, deltas in moves.items():
             names = {f"#c{i}": name for i, name in enumerate(deltas)}
             values: dict[str, object] = {f":c{i}": n for i, n in enumerate(deltas.values())}

@@ -31,12 +31,11 @@ from batchroute.adapters.dynamo.codec import (
     org_pk,
     plain,
     to_item,
-    to_value,
     update_request,
 )
 from batchroute.adapters.dynamo.reads import index_before, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
+from batchroute.adapters.dynamo.writes import at_version, conditional_transaction, conditional_update, put_new
 from batchroute.domain.billing.payments import (
     AttemptFailure,
     AutoTopup,
@@ -102,15 +101,9 @@ class PaymentsStore(DynamoStore):
             "month": new.month,
             "month_committed_micros": new.month_committed.micros,
         }
-        condition = "attribute_not_exists(pk)" if expected_version == 0 else "version = :v"
-        put: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Item": to_item(values),
-            "ConditionExpression": condition,
+        return {
+            "Put": {"TableName": self.table_name, "Item": to_item(values), **at_version(expected_version)}
         }
-        if expected_version:
-            put["ExpressionAttributeValues"] = {":v": to_value(expected_version)}
-        return {"Put": put}
 
     def save(
         self, new: AutoTopup, *, expected_version: int, extra_items: tuple[TransactItem, ...] = ()

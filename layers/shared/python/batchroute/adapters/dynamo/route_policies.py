@@ -14,10 +14,10 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_item, org_pk, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.reads import prefix_query
-from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
+from batchroute.adapters.dynamo.writes import at_version, conditional_transaction, put_new
 from batchroute.domain.routing.policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
 from batchroute.domain.stored import from_stored
 from batchroute.ids import suffix_of
@@ -29,16 +29,9 @@ HISTORY_PREFIX = "POLICYLOG#"
 def unchanged_check(table_name: str, org_id: str, version: int) -> dict[str, Any]:
     """A TransactWriteItems ConditionCheck: the org's stored policy is still at `version`
     (0: none stored yet). Fails when the policy was saved since it was read."""
-    check: dict[str, Any] = {
-        "TableName": table_name,
-        "Key": {"pk": to_value(org_pk(org_id)), "sk": to_value(POLICY_SK)},
+    return {
+        "ConditionCheck": {"TableName": table_name, "Key": org_key(org_id, POLICY_SK), **at_version(version)}
     }
-    if version:
-        check["ConditionExpression"] = "version = :version"
-        check["ExpressionAttributeValues"] = {":version": to_value(version)}
-    else:
-        check["ConditionExpression"] = "attribute_not_exists(pk)"
-    return {"ConditionCheck": check}
 
 
 class RoutePolicyStore(ControlsStore):

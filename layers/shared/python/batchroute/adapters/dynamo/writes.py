@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import is_condition_failure, to_item
+from batchroute.adapters.dynamo.codec import is_condition_failure, to_item, to_value
 
 CONDITION_FAILED = "ConditionalCheckFailed"  # a cancellation reason's code
 
@@ -105,6 +105,18 @@ def transact_unless_refused(
 def conditional_transaction(dynamodb: Any, TransactItems: list[Any]) -> bool:
     """One TransactWriteItems; False when a condition refused it."""
     return conditional(dynamodb.transact_write_items, TransactItems=TransactItems)
+
+
+def at_version(expected: int | None) -> dict[str, Any]:
+    """The condition of a write made on the item as read at version `expected` (optimistic
+    concurrency: refused when someone saved it since); 0 or None: read as absent, so refused
+    when someone created it since."""
+    if not expected:
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    return {
+        "ConditionExpression": "version = :version",
+        "ExpressionAttributeValues": {":version": to_value(expected)},
+    }
 
 
 def put_new(table_name: str, values: dict[str, Any]) -> dict[str, Any]:
