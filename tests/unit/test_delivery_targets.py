@@ -435,7 +435,7 @@ def test_the_deliver_step_pushes_terminal_batches_only() -> None:
 def test_the_deliver_bucket_message_runs_the_owed_attempt_and_answers_nothing() -> None:
     buckets = FakeBuckets()
     workflow = BatchWorkflow(Records(_batch("completed")), FixedClock(), buckets=buckets)
-    step = workflow.deliver_steps()["deliver_bucket"]
+    step = workflow.deliver_bucket
     assert step(WorkflowTask(step="deliver_bucket", batch_id="batch_1", task_token="")) is None
     assert buckets.due == ["batch_1"]
 

@@ -3,8 +3,7 @@ naming the offending field (`details.field`, a path such as `target.id` or `labe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from batchroute.errors import InvalidRequest
 
@@ -15,13 +14,6 @@ IDEMPOTENCY_KEY_LENGTH: Final = (8, 128)
 
 def invalid(path: str, message: str) -> InvalidRequest:
     return InvalidRequest(message, code="invalid_request", details={"field": path})
-
-
-def refuse_unknown(body: Mapping[str, Any], allowed: frozenset[str]) -> None:
-    """400 naming the first unknown field (all of them in `details.fields`)."""
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise unknown_fields_error(unknown)
 
 
 def unknown_fields_error(unknown: list[str]) -> InvalidRequest:

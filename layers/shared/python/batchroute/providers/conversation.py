@@ -98,13 +98,6 @@ class Conversation:
     hosted_tools: tuple[HostedToolUse, ...] = ()
     tool_choice: ToolChoice | None = None
 
-    @property
-    def has_images(self) -> bool:
-        return any(
-            isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
-            for m in self.messages
-        )
-
     def chat_tools(self) -> list[dict[str, Any]]:
         """The function tools as Chat Completions declares them."""
         return [f.chat() for f in self.functions]

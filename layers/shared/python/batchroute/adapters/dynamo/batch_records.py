@@ -484,19 +484,6 @@ class BatchRecords(DynamoStore):
         return sum(int(response.get("Count", 0)) for response in pages(self.dynamodb.query, request))
 
     # -- updates ------------------------------------------------------------------------------
-    def add_counts(self, batch_id: str, deltas: dict[str, int]) -> None:
-        """Move item counts (one ADD per finished chunk, never per item)."""
-        names = {f"#c{i}": name for i, name in enumerate(deltas)}
-        values = {f":c{i}": to_value(delta) for i, delta in enumerate(deltas.values())}
-        self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key=batch_key(batch_id),
-            UpdateExpression="ADD " + ", ".join(f"counts.#c{i} :c{i}" for i in range(len(deltas))),
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
-
     def update(self, batch_id: str, changes: BatchChanges) -> bool:
         """SET the given fields; False when there is no such batch."""
         return conditional_update(self.dynamodb, **set_update(self.table_name, batch_key(batch_id), changes))
@@ -558,10 +545,6 @@ class BatchRecords(DynamoStore):
     def lanes(self, batch_id: str) -> list[LaneRecord]:
         request = prefix_query(self.table_name, f"BATCH#{batch_id}", "LANE#", ConsistentRead=True)
         return [lane_from_item(item) for item in self.query_all(request)]
-
-    def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
-        lane = {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}}
-        self.dynamodb.update_item(**set_update(self.table_name, lane, changes))
 
 
 def _cursor(item: dict[str, Any]) -> FinalizeCursor:

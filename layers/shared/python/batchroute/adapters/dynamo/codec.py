@@ -76,12 +76,6 @@ def is_condition_failure(exc: Exception) -> bool:
     }
 
 
-def set_clause(changes: Mapping[str, object]) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """`SET #f0 = :f0, ...` with its names and values, for an UpdateItem of plain fields."""
-    expression, names, values = _set_parts(changes)
-    return expression, names, {name: to_value(value) for name, value in values.items()}
-
-
 def _set_parts(changes: Mapping[str, object]) -> tuple[str, dict[str, str], dict[str, object]]:
     names = {f"#f{i}": name for i, name in enumerate(changes)}
     values = {f":f{i}": value for i, value in enumerate(changes.values())}

@@ -57,10 +57,6 @@ def _key(org_id: str, schedule_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": f"{_PREFIX}{schedule_id}"}}
 
 
-def _history_key(schedule_id: str, sk: str) -> dict[str, Any]:
-    return {"pk": {"S": f"{_PREFIX}{schedule_id}"}, "sk": {"S": sk}}
-
-
 def version_sk(version: int) -> str:
     return f"VERSION#{version:06d}"
 

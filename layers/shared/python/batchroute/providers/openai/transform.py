@@ -353,10 +353,6 @@ OPENAI_ROUTE: Final = Route(responses_api=True, token_field=OPENAI_TOKEN_FIELD)
 HOST_ROUTE: Final = Route(responses_api=False, token_field="max_tokens", least_top_p=1e-9)  # noqa: S106 - a field name
 
 
-def batch_endpoint(request: base.ProviderRequest, route: Route = OPENAI_ROUTE) -> str:
-    return route.path(request)
-
-
 # -- answers -------------------------------------------------------------------------------
 FINISH_REASONS: Final[dict[object, base.FinishReason]] = {
     "length": "length",

@@ -27,7 +27,6 @@ Every step is idempotent: messages repeat (docs/batches.md, Lifecycle).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -52,7 +51,6 @@ from batchroute.workflow.tasks import (
     LaneOutput,
     RouteOutput,
     SettleOutput,
-    Step,
     WorkflowTask,
 )
 
@@ -259,17 +257,3 @@ class BatchWorkflow:
         if self.files is None or not task.file_id:
             raise PipelineNotWired("this worker does not check files")
         self.files.check_queued(task.file_id)
-
-    def router_steps(self) -> Mapping[str, Step]:
-        return {
-            "intake": self.intake,
-            "route": self.route,
-            "run_lane": self.run_lane,
-            "check_file": self.check_file,
-        }
-
-    def settle_steps(self) -> Mapping[str, Step]:
-        return {"finalize": self.finalize, "settle": self.settle, "fail": self.fail}
-
-    def deliver_steps(self) -> Mapping[str, Step]:
-        return {"deliver": self.deliver, "deliver_bucket": self.deliver_bucket}
