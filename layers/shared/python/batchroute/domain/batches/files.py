@@ -138,7 +138,6 @@ def unsupported_file_type(message: str) -> IssueView:
 
 
 MIB: Final = 1024 * 1024
-MULTIPART_THRESHOLD_BYTES: Final = 64 * MIB  # a signed upload above this goes up in parts
 MIN_PART_BYTES: Final = 5 * MIB  # S3: every part but the last holds at least 5 MiB
 MAX_PARTS: Final = 10_000  # S3: at most 10,000 parts in one multipart upload
 

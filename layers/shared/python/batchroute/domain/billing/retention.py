@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Literal, TypedDict, get_args
+from typing import Literal, TypedDict
 
 from batchroute.domain.views import view_of
 from batchroute.errors import InvalidRequest
 
 RetentionTier = Literal["grace_only", "extended_fixed", "until_deleted"]
-TIERS: tuple[str, ...] = get_args(RetentionTier)
 MIN_EXTENDED_DAYS = 1
 MAX_EXTENDED_DAYS = 3650
 # A batch whose bytes are kept (a long window, `until_deleted`, or not finished yet) is looked

@@ -36,7 +36,6 @@ TOLERANCE_SECONDS = 300
 
 DeliveryStatus = Literal["pending", "delivering", "succeeded", "failed", "dead_lettered"]
 DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = get_args(DeliveryStatus)
-FINAL_STATUSES: frozenset[DeliveryStatus] = frozenset({"succeeded", "dead_lettered"})
 
 # Who may follow whom. `failed -> delivering` is a retry; the two final statuses end it.
 TRANSITIONS: dict[DeliveryStatus, frozenset[DeliveryStatus]] = {

@@ -43,15 +43,6 @@ from batchroute.money import Money, MoneyView, is_amount_text
 
 POLICY_GATE: Final = "policy"
 PriceBasis = Literal["batch", "direct"]
-# The rules, in the order a lane is checked against them (the first broken one is `rule`).
-RULES: Final[tuple[str, ...]] = (
-    "provider_deny",
-    "provider_allow",
-    "allowed_regions",
-    "privacy_tier_floor",
-    "max_price_per_million_tokens",
-    "chat_fallbacks_allowed",
-)
 # The editable fields, in the order the API shows them.
 PolicyField = Literal[
     "provider_allow",

@@ -45,7 +45,6 @@ MAX_TRACKED_PREFIXES: Final = 4096  # distinct prefixes one model group follows
 MAX_SHARED_PREFIXES: Final = 32  # the shared prefixes a group keeps (the largest savings)
 _KEY_BYTES: Final = 12
 _KEYS_BYTES: Final = len("role") + len("content")  # a plain message's keys, as value_bytes counts them
-_LEADING_ROLES: Final = frozenset({"system", "developer"})
 
 
 class ItemPrefix(NamedTuple):

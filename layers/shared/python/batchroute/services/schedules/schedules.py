@@ -52,7 +52,6 @@ from batchroute.services.delivery.targets import DeliveryTargets
 from batchroute.services.schedules.commands import CreateSchedule, UpdateSchedule
 from batchroute.services.schedules.ports import ScheduleRecords
 
-MAX_SCHEDULES_PAGE = 100
 MAX_SOURCE_FILES = 100  # input files read under a bucket prefix per firing
 MAX_SOURCE_BYTES = 50 * 1024 * 1024  # per input file under a bucket prefix
 SAME_FIRE = timedelta(hours=1)
