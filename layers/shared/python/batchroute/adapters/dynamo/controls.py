@@ -13,10 +13,10 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, plain, to_item
+from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, plain
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import at_version, conditional_put, conditional_transaction, put_new
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.billing.controls import (
     BillingControls,
@@ -47,7 +47,7 @@ class ControlsStore(DynamoStore):
         if not conditional_transaction(
             self.dynamodb,
             TransactItems=[
-                {"Put": self._versioned_put(_controls_item(controls), expected_version)},
+                {"Put": self.versioned_put(_controls_item(controls), expected_version)},
                 put_new(self.table_name, _audit_item(audit)),
             ],
         ):
@@ -79,15 +79,12 @@ class ControlsStore(DynamoStore):
             **org_item(settings.org_id, RETENTION_SK, "retention_settings"),
             **asdict(settings),
         }
-        if not conditional_put(self.dynamodb, **self._versioned_put(values, expected_version)):
+        if not conditional_put(self.dynamodb, **self.versioned_put(values, expected_version)):
             raise ConcurrentUpdate("The retention settings changed while this update was applied; retry.")
 
     # -- helpers -------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
         return self.item_at(org_key(org_id, sk))
-
-    def _versioned_put(self, values: dict[str, Any], expected_version: int) -> dict[str, Any]:
-        return {"TableName": self.table_name, "Item": to_item(values), **at_version(expected_version)}
 
 
 def _controls_item(controls: BillingControls) -> dict[str, Any]:

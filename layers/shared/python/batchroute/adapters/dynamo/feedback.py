@@ -28,13 +28,11 @@ from batchroute.adapters.dynamo.codec import (
     org_key,
     org_pk,
     plain,
-    to_item,
     to_value,
     update_request,
 )
 from batchroute.adapters.dynamo.reads import day_range_query, pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import at_version
 from batchroute.domain.feedback.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
 from batchroute.domain.stored import from_counters, from_stored
 
@@ -64,12 +62,7 @@ class FeedbackStore(DynamoStore):
     ) -> bool:
         """Write `feedback` and move the counters, in one transaction; `replaces`: the version
         it replaces (None: a new one). False when someone else wrote it meanwhile."""
-        put = {
-            "TableName": self.table_name,
-            "Item": to_item(_feedback_item(feedback)),
-            **at_version(replaces),
-        }
-        items: list[dict[str, Any]] = [{"Put": put}]
+        items: list[dict[str, Any]] = [{"Put": self.versioned_put(_feedback_item(feedback), replaces)}]
         for key, deltas in moves.items():
             names = {f"#c{i}": name for i, name in enumerate(deltas)}
             values: dict[str, object] = {f":c{i}": n for i, n in enumerate(deltas.values())}

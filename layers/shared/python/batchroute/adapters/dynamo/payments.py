@@ -30,12 +30,11 @@ from batchroute.adapters.dynamo.codec import (
     org_key,
     org_pk,
     plain,
-    to_item,
     update_request,
 )
 from batchroute.adapters.dynamo.reads import index_before, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import at_version, conditional_transaction, conditional_update, put_new
+from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
 from batchroute.domain.billing.payments import (
     AttemptFailure,
     AutoTopup,
@@ -101,9 +100,7 @@ class PaymentsStore(DynamoStore):
             "month": new.month,
             "month_committed_micros": new.month_committed.micros,
         }
-        return {
-            "Put": {"TableName": self.table_name, "Item": to_item(values), **at_version(expected_version)}
-        }
+        return {"Put": self.versioned_put(values, expected_version)}
 
     def save(
         self, new: AutoTopup, *, expected_version: int, extra_items: tuple[TransactItem, ...] = ()

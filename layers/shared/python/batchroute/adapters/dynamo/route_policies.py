@@ -47,7 +47,7 @@ class RoutePolicyStore(ControlsStore):
 
     def save_policy(self, policy: RoutePolicy, *, expected_version: int, entry: PolicyChange) -> None:
         """Write the policy (its version is expected_version + 1) and its history entry, or neither."""
-        put = self._versioned_put(_policy_item(policy), expected_version)
+        put = self.versioned_put(_policy_item(policy), expected_version)
         if not conditional_transaction(
             self.dynamodb,
             TransactItems=[

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from batchroute.adapters.aws import shared_client
 from batchroute.adapters.dynamo.codec import from_item, to_item, update_request
 from batchroute.adapters.dynamo.reads import every_item
-from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update
+from batchroute.adapters.dynamo.writes import at_version, conditional_transaction, conditional_update
 
 Record = TypeVar("Record")
 
@@ -32,6 +32,11 @@ class DynamoStore:
         self.dynamodb.put_item(
             TableName=self.table_name, Item=to_item(values), ConditionExpression="attribute_not_exists(pk)"
         )
+
+    def versioned_put(self, values: dict[str, Any], expected_version: int | None) -> dict[str, Any]:
+        """The PutItem request of `values` over the item as read at `expected_version`
+        (`at_version`: refused when someone saved or created it since)."""
+        return {"TableName": self.table_name, "Item": to_item(values), **at_version(expected_version)}
 
     def read_at(self, key: dict[str, Any], record: Callable[[dict[str, Any]], Record]) -> Record | None:
         """`record` of the item at `key` (read consistently, as plain values); None when
