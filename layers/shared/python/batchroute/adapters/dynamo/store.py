@@ -1,6 +1,9 @@
-"""What every DynamoDB store shares: its table and a client (the cached one unless injected),
-and the pieces of the transactions several stores write: an org's per-kind count kept under a
-limit, and a transaction whose refused condition is an answer, not an error."""
+"""What every DynamoDB store shares: its table and a client (the cached one unless injected);
+the one way each reads an item by key (`item_at`, `read_at`), writes a new one (`insert`),
+overwrites one as read at a version (`versioned_put`) and updates one under a condition
+(`update_where`); and the pieces of the transactions several stores write: an org's per-kind
+count kept under a limit, and a transaction whose refused condition is an answer, not an
+error."""
 
 from __future__ import annotations
 
