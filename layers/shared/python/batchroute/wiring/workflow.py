@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 class WorkflowWiring(SchedulesWiring):
     @cached_property
     def batch_artifacts(self) -> BatchArtifacts:
-        """A batch's artifacts in the artifact store: chunks, lane results, the final files."""
+        """A batch's artifacts in the artifact store, shared by the pipeline's steps (and so its
+        reads ahead: adapters/batch_artifacts.py)."""
         from batchroute.adapters.batch_artifacts import BatchArtifacts
 
         return BatchArtifacts(self.artifacts)
@@ -77,11 +78,13 @@ class WorkflowWiring(SchedulesWiring):
 
     @cached_property
     def deadline_rescue(self) -> DeadlineRescue:
+        from batchroute.adapters.batch_artifacts import BatchArtifacts
         from batchroute.services.workflow.rescue import DeadlineRescue
 
         return DeadlineRescue(
             records=self.batch_records,
-            artifacts=self.batch_artifacts,
+            # its own: the pipeline's reads ahead are for the pipeline's next reads
+            artifacts=BatchArtifacts(self.artifacts),
             registry=self.providers,
             catalog=self.catalog,
             clock=self.clock,

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from batchroute.adapters.aws import shared_client
 from batchroute.adapters.dynamo.codec import from_item, to_item, update_request
 from batchroute.adapters.dynamo.reads import every_item
-from batchroute.adapters.dynamo.writes import at_version, conditional_transaction, conditional_update
+from batchroute.adapters.dynamo.writes import at_version, conditional_transaction, conditional_update, put_new
 
 Record = TypeVar("Record")
 
@@ -32,9 +32,7 @@ class DynamoStore:
     def insert(self, values: dict[str, Any]) -> None:
         """PutItem of `values` as a new item: its id is fresh, so an item already at its key
         is an error, and raises."""
-        self.dynamodb.put_item(
-            TableName=self.table_name, Item=to_item(values), ConditionExpression="attribute_not_exists(pk)"
-        )
+        self.dynamodb.put_item(**put_new(self.table_name, values)["Put"])
 
     def versioned_put(self, values: dict[str, Any], expected_version: int | None) -> dict[str, Any]:
         """The PutItem request of `values` over the item as read at `expected_version`
