@@ -25,7 +25,7 @@ from typing import Any
 
 from ulid import ULID
 
-from batchroute.adapters.dynamo.codec import from_item, plain, to_value, update_request
+from batchroute.adapters.dynamo.codec import from_item, plain, set_update, to_value, update_request
 from batchroute.adapters.dynamo.files import file_key, file_record
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
@@ -118,12 +118,7 @@ class CompatStore(DynamoStore):
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None:
         """The measured size of an output file in one body format (computed once)."""
         self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key=_file_key(file_id),
-            UpdateExpression="SET #b = :b",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames={"#b": f"bytes_{body_format}"},
-            ExpressionAttributeValues={":b": to_value(size)},
+            **set_update(self.table_name, _file_key(file_id), {f"bytes_{body_format}": size})
         )
 
     def delete_output_file(self, file_id: str, *, at: str) -> bool:

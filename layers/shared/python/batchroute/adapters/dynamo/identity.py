@@ -11,7 +11,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, from_item, to_item, update_request
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import transact_unless_refused, written
@@ -29,13 +29,19 @@ def _epoch(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
 
 
+def _meta_key(pk: str, sk: str = "META") -> dict[str, Any]:
+    """The key of an identity item: an org, user, key, session or token is its partition's
+    `META` item (an email's claim, `CLAIM`)."""
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
 def key_unrevoked_check(table_name: str, key_hash: str) -> dict[str, Any]:
     """A TransactWriteItems ConditionCheck: the API key behind `key_hash` still exists and is
     not revoked (a direct chat hold confirms a key read from the process's copy with it)."""
     return {
         "ConditionCheck": {
             "TableName": table_name,
-            "Key": {"pk": {"S": f"KEY#{key_hash}"}, "sk": {"S": "META"}},
+            "Key": _meta_key(f"KEY#{key_hash}"),
             "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revoked_at)",
         }
     }
@@ -50,7 +56,7 @@ class IdentityStore(DynamoStore):
         return {"Put": put}
 
     def _get(self, pk: str, sk: str = "META") -> dict[str, Any] | None:
-        return self.item_at({"pk": {"S": pk}, "sk": {"S": sk}})
+        return self.item_at(_meta_key(pk, sk))
 
     def org_item(self, org: Org) -> TransactItem:
         return self._put({"pk": f"ORG#{org.org_id}", "sk": "META", "kind": "org", **asdict(org)})
@@ -115,29 +121,26 @@ class IdentityStore(DynamoStore):
         self._update(f"ORG#{org_id}", changes)
 
     def _update(self, pk: str, changes: dict[str, Any]) -> None:
-        sets, removes, names, values = [], [], {}, {}
-        for i, (name, value) in enumerate(changes.items()):
-            names[f"#f{i}"] = name
-            if value is None:
-                removes.append(f"#f{i}")
-            else:
-                values[f":v{i}"] = to_value(value)
-                sets.append(f"#f{i} = :v{i}")
-        expression = ""
-        if sets:
-            expression += "SET " + ", ".join(sets)
-        if removes:
-            expression += " REMOVE " + ", ".join(removes)
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Key": {"pk": {"S": pk}, "sk": {"S": "META"}},
-            "UpdateExpression": expression.strip(),
-            "ConditionExpression": "attribute_exists(pk)",
-            "ExpressionAttributeNames": names,
-        }
-        if values:
-            kwargs["ExpressionAttributeValues"] = values
-        self.dynamodb.update_item(**kwargs)
+        """SET the fields given a value and REMOVE those given None, on an existing item (else
+        raises)."""
+        kept = [name for name, value in changes.items() if value is not None]
+        cleared = [name for name, value in changes.items() if value is None]
+        names = {f"#f{i}": name for i, name in enumerate([*kept, *cleared])}
+        clauses = []
+        if kept:
+            clauses.append("SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(kept))))
+        if cleared:
+            clauses.append("REMOVE " + ", ".join(f"#f{i}" for i in range(len(kept), len(names))))
+        self.dynamodb.update_item(
+            **update_request(
+                self.table_name,
+                _meta_key(pk),
+                " ".join(clauses),
+                condition=EXISTS,
+                names=names,
+                values={f":f{i}": changes[name] for i, name in enumerate(kept)},
+            )
+        )
 
     # -- API keys ------------------------------------------------------------------------
     def put_key(self, key: ApiKey) -> None:
@@ -153,7 +156,7 @@ class IdentityStore(DynamoStore):
     def revoke_key(self, key_hash: str, at: str) -> bool:
         """False when the key was already revoked."""
         return self.update_where(
-            {"pk": {"S": f"KEY#{key_hash}"}, "sk": {"S": "META"}},
+            _meta_key(f"KEY#{key_hash}"),
             "SET revoked_at = :at",
             condition="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
             values={":at": at},
@@ -178,11 +181,13 @@ class IdentityStore(DynamoStore):
 
     def revoke_session(self, token_hash: str, at: str) -> None:
         self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": f"SESSION#{token_hash}"}, "sk": {"S": "META"}},
-            UpdateExpression="SET revoked_at = if_not_exists(revoked_at, :at)",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":at": to_value(at)},
+            **update_request(
+                self.table_name,
+                _meta_key(f"SESSION#{token_hash}"),
+                "SET revoked_at = if_not_exists(revoked_at, :at)",
+                condition=EXISTS,
+                values={":at": at},
+            )
         )
 
     def revoke_user_sessions(self, user_id: str, at: str, *, keep_token_hash: str | None = None) -> int:
@@ -208,17 +213,14 @@ class IdentityStore(DynamoStore):
 
     def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None:
         """The token's user id, once: a used, expired or unknown token gives None."""
-        response = written(
-            self.dynamodb.update_item,
-            TableName=self.table_name,
-            Key={"pk": {"S": f"TOKEN#{purpose}#{token_hash}"}, "sk": {"S": "META"}},
-            UpdateExpression="SET used_at = :now",
-            ConditionExpression=(
-                "attribute_exists(pk) AND attribute_not_exists(used_at) AND expires_at > :now"
-            ),
-            ExpressionAttributeValues={":now": to_value(now)},
-            ReturnValues="ALL_NEW",
+        request = update_request(
+            self.table_name,
+            _meta_key(f"TOKEN#{purpose}#{token_hash}"),
+            "SET used_at = :now",
+            condition="attribute_exists(pk) AND attribute_not_exists(used_at) AND expires_at > :now",
+            values={":now": now},
         )
+        response = written(self.dynamodb.update_item, **request, ReturnValues="ALL_NEW")
         return None if response is None else str(from_item(response["Attributes"])["user_id"])
 
     # -- helpers -------------------------------------------------------------------------

@@ -41,7 +41,6 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
     condition_failed_at,
-    conditional_update,
     put_new,
 )
 from batchroute.domain.batches.record import FundingMoved
@@ -373,17 +372,11 @@ class LedgerStore(DynamoStore):
         indexed = 0
         for item in (from_item(i) for i in raw_items(self.dynamodb.scan, kwargs)):
             sort_key = f"{item['created_at']}#{item['org_id']}#{item['processor_ref']}"
-            indexed += conditional_update(  # False: indexed meanwhile by another run
-                self.dynamodb,
-                TableName=self.table_name,
-                Key=_key(str(item["org_id"]), str(item["sk"])),
-                UpdateExpression="SET gsi1pk = :p, gsi1sk = :s, currency = if_not_exists(currency, :usd)",
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(gsi1pk)",
-                ExpressionAttributeValues={
-                    ":p": to_value(PROCESSOR_CREDITS),
-                    ":s": to_value(sort_key),
-                    ":usd": to_value("usd"),
-                },
+            indexed += self.update_where(  # False: indexed meanwhile by another run
+                _key(str(item["org_id"]), str(item["sk"])),
+                "SET gsi1pk = :p, gsi1sk = :s, currency = if_not_exists(currency, :usd)",
+                condition="attribute_exists(pk) AND attribute_not_exists(gsi1pk)",
+                values={":p": PROCESSOR_CREDITS, ":s": sort_key, ":usd": "usd"},
             )
         return indexed
 

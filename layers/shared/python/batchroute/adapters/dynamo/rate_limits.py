@@ -57,12 +57,7 @@ class RateCounterStore(DynamoStore):
     ) -> dict[str, WindowCounts]:
         """Count one request in each counter of the scope; their current and previous counts."""
         scope_key = f"{scope}#{window_seconds}"
-        names: dict[str, str] = {"#ttl": "ttl"}
-        adds = []
-        for i, counter in enumerate(counters):
-            names[f"#c{i}"] = attribute_name(counter, index)
-            adds.append(f"#c{i} :one")
-        expression = self._expression(scope_key, adds, names)
+        expression, names = self._counting(scope_key, counters, index)
         response = _transient(
             "rate-limit counter update",
             self.dynamodb.update_item,
@@ -97,34 +92,26 @@ class RateCounterStore(DynamoStore):
         and the decision in one write. A refusal returns the item (ALL_OLD), which
         `counts_of` reads for `RateLimiter.recheck`."""
         scope_key = f"{gate.scope}#{gate.window_seconds}"
-        names: dict[str, str] = {"#ttl": "ttl"}
-        values: dict[str, Any] = {
-            ":one": to_value(1),
-            ":ttl": to_value(expires_at_epoch(gate.index, gate.window_seconds)),
-        }
-        adds, conditions = [], []
+        expression, names = self._counting(scope_key, gate.counters, gate.index)
+        values: dict[str, object] = {":one": 1, ":ttl": expires_at_epoch(gate.index, gate.window_seconds)}
+        conditions = []
         for i, counter in enumerate(gate.counters):
-            names[f"#c{i}"] = attribute_name(counter, gate.index)
-            adds.append(f"#c{i} :one")
             most = gate.maxima[counter]
             if most >= 0:
-                values[f":m{i}"] = to_value(most)
+                values[f":m{i}"] = most
                 conditions.append(f"(attribute_not_exists(#c{i}) OR #c{i} <= :m{i})")
             else:  # nothing fits unless nothing was ever counted (the item is absent)
                 names["#pk"] = "pk"
                 conditions.append("attribute_not_exists(#pk)")
-        expression = self._expression(scope_key, adds, names)
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": _key(gate.scope, gate.window_seconds),
-                "UpdateExpression": expression,
-                "ConditionExpression": " AND ".join(conditions),
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
+        request = update_request(
+            self.table_name,
+            _key(gate.scope, gate.window_seconds),
+            expression,
+            condition=" AND ".join(conditions),
+            names=names,
+            values=values,
+        )
+        return {"Update": {**request, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
 
     def refused_counts(self, gate: CallerGate, item: dict[str, Any]) -> dict[str, WindowCounts]:
         """The counts of a gated hit's refusal (its ALL_OLD item); remembers its stale windows."""
@@ -149,16 +136,16 @@ class RateCounterStore(DynamoStore):
             ),
         )
 
-    def _expression(self, scope_key: str, adds: list[str], names: dict[str, str]) -> str:
-        """`ADD` the counters, refresh the TTL, and `REMOVE` the stale windows last seen."""
-        removes = []
-        for i, stale in enumerate(sorted(self._stale.pop(scope_key, set()))):
-            names[f"#r{i}"] = stale
-            removes.append(f"#r{i}")
-        expression = "ADD " + ", ".join(adds) + " SET #ttl = :ttl"
-        if removes:
-            expression += " REMOVE " + ", ".join(removes)
-        return expression
+    def _counting(self, scope_key: str, counters: Sequence[str], index: int) -> tuple[str, dict[str, str]]:
+        """The update that counts one in each counter (`:one`), refreshes the TTL (`:ttl`) and
+        `REMOVE`s the stale windows last seen, and the attribute names it uses."""
+        names = {"#ttl": "ttl", **{f"#c{i}": attribute_name(c, index) for i, c in enumerate(counters)}}
+        expression = "ADD " + ", ".join(f"#c{i} :one" for i in range(len(counters))) + " SET #ttl = :ttl"
+        stale = sorted(self._stale.pop(scope_key, set()))
+        if stale:
+            names.update({f"#r{i}": name for i, name in enumerate(stale)})
+            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(stale)))
+        return expression, names
 
     def _remember_stale(self, scope_key: str, item: dict[str, Any], index: int) -> None:
         stale = set()

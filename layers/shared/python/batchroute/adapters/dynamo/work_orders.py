@@ -152,7 +152,7 @@ class WorkOrderStore(DynamoStore):
                 self.table_name,
                 move,
                 condition="attribute_exists(pk) AND attribute_not_exists(closed_at) AND members < :max",
-                condition_values={":max": to_value(MAX_MEMBERS)},
+                condition_values={":max": MAX_MEMBERS},
             ),
         ]
 
@@ -244,26 +244,25 @@ def _counters_update(
     move: CounterMove,
     *,
     condition: str,
-    condition_values: Mapping[str, Any] | None = None,
+    condition_values: Mapping[str, object] | None = None,
 ) -> TransactItem:
     """The work order's counters moved by `move.deltas` (a zero moves nothing), at `move.at`."""
     moved = {name: n for name, n in move.deltas.items() if n}
-    names = {f"#t{i}": name for i, name in enumerate(moved)}
-    values: dict[str, Any] = {f":t{i}": to_value(n) for i, n in enumerate(moved.values())}
-    values[":at"] = to_value(move.at)
-    values.update(condition_values or {})
     expression = "SET updated_at = :at"
     if moved:
         expression += " ADD " + ", ".join(f"#t{i} :t{i}" for i in range(len(moved)))
-    update: dict[str, Any] = {
-        "TableName": table,
-        "Key": org_key(move.org_id, f"{PREFIX}{move.work_order_id}"),
-        "UpdateExpression": expression,
-        "ConditionExpression": condition,
-        "ExpressionAttributeValues": values,
-    }
-    if names:
-        update["ExpressionAttributeNames"] = names
+    update = update_request(
+        table,
+        org_key(move.org_id, f"{PREFIX}{move.work_order_id}"),
+        expression,
+        condition=condition,
+        names={f"#t{i}": name for i, name in enumerate(moved)},
+        values={
+            **{f":t{i}": n for i, n in enumerate(moved.values())},
+            ":at": move.at,
+            **(condition_values or {}),
+        },
+    )
     return {"Update": update}
 
 
