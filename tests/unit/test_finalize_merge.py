@@ -6,7 +6,7 @@ from typing import Any
 
 from batchroute.domain.batches.record import BatchRecord, ExecutionSummary, missing_reason
 from batchroute.domain.workflow.results import MergeTally, artifact_row, merge_chunk, missing_row
-from batchroute.services.workflow.finalize import final_counts
+from batchroute.services.workflow.finalize import counts_of, unrun_canceled
 
 
 def _line(
@@ -106,9 +106,13 @@ def _batch(state: Any, **fields: Any) -> BatchRecord:
     )
 
 
+def _final_counts(batch: BatchRecord, tally: MergeTally) -> dict[str, int]:
+    return counts_of(tally, unrun_canceled=unrun_canceled(batch))
+
+
 def test_final_counts_add_up_and_unrun_items_count_by_the_batch_state() -> None:
     tally = MergeTally(completed=3, failed=1, missing=2)
-    assert final_counts(_batch("canceled"), tally) == {
+    assert _final_counts(_batch("canceled"), tally) == {
         "total": 6,
         "pending": 0,
         "running": 0,
@@ -116,8 +120,8 @@ def test_final_counts_add_up_and_unrun_items_count_by_the_batch_state() -> None:
         "failed": 1,
         "canceled": 2,
     }
-    assert final_counts(_batch("failed"), tally)["failed"] == 3
-    assert final_counts(_batch("expired"), tally)["canceled"] == 2
+    assert _final_counts(_batch("failed"), tally)["failed"] == 3
+    assert _final_counts(_batch("expired"), tally)["canceled"] == 2
     assert missing_reason(_batch("expired"))[0] == "expired"
     code, message = missing_reason(_batch("failed", execution_summary=ExecutionSummary("X: y")))
     assert code == "batch_failed" and "X: y" in message

@@ -69,8 +69,9 @@ MIN_PART_BYTES = 5 * 1024 * 1024
 _UNRUN_AS_CANCELED = frozenset({"canceled", "expired"})
 
 
-def final_counts(batch: BatchRecord, tally: MergeTally) -> dict[str, int]:
-    return counts_of(tally, unrun_canceled=batch.state in _UNRUN_AS_CANCELED)
+def unrun_canceled(batch: BatchRecord) -> bool:
+    """Whether the batch's items that never ran count as canceled (else as failed)."""
+    return batch.state in _UNRUN_AS_CANCELED
 
 
 def counts_of(tally: MergeTally, *, unrun_canceled: bool) -> dict[str, int]:
@@ -201,7 +202,7 @@ class Finalizer:
             chunk_count=current.chunk_count,
             missing_code=code,
             missing_message=message,
-            unrun_canceled=current.state in _UNRUN_AS_CANCELED,
+            unrun_canceled=unrun_canceled(current),
             results_upload=self.objects.start_multipart(results_key(batch_id), content_type=JSONL),
             errors_upload=self.objects.start_multipart(errors_key(batch_id), content_type=JSONL),
         )
