@@ -243,7 +243,17 @@ def test_filters_and_summary_period_are_checked(client: TestClient, org: TestOrg
         "invalid_request",
         "period",
     )
-    assert client.get(PATH, params={"target_type": "x"}, headers=org.key_headers()).status_code == 400
+    # the listing's query is refused at the edge, every bad filter listed by its path
+    refused = client.get(
+        PATH, params={"target_type": "x", "rating_scale": "y", "limit": 0}, headers=org.key_headers()
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "invalid_request"
+    assert [problem["path"] for problem in refused.json()["error"]["details"]["errors"]] == [
+        "query.target_type",
+        "query.rating_scale",
+        "query.limit",
+    ]
     assert _error(client.get(PATH, params={"cursor": "!!"}, headers=org.key_headers()))[:2] == (
         400,
         "invalid_cursor",

@@ -13,6 +13,7 @@ from batchroute.domain.feedback.feedback import (
     CreateFeedback,
     Feedback,
     FeedbackCounter,
+    FeedbackFilters,
     Target,
     counter_moves,
     summarize,
@@ -102,3 +103,13 @@ def test_the_body() -> None:
             {"target": {"type": "chat_completion", "id": "chatcmpl-1"}, "rating": -1, "rating_scale": "stars"}
         )
     assert refused.value.details == {"field": "rating"}
+
+
+def test_the_listing_filters_given_are_equalities_on_stored_fields() -> None:
+    assert FeedbackFilters().equalities() == {}
+    given = FeedbackFilters(target_type="chat_completion", provider="p", rating_scale="stars")
+    assert given.equalities() == {
+        "target_type": "chat_completion",
+        "provider": "p",
+        "rating_scale": "stars",
+    }

@@ -6,15 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from batchroute.domain.catalog.catalog import HostedTool, Operation, PrivacyTier, RuntimeCapability, SlaTier
 from batchroute.services.catalog import catalog
-from batchroute.services.catalog.catalog import ModelFilters
 from functions.api.deps import CatalogDep
 from functions.api.envelope import errors_doc
 from functions.api.schemas.catalog.catalog import (
     FeeScheduleOut,
     ModelEnvelope,
     ModelListOut,
+    ModelListQuery,
     ProviderEnvelope,
     ProvidersOut,
     WorkflowProductEnvelope,
@@ -29,31 +28,8 @@ router = APIRouter(tags=["catalog"])
     response_model=ModelListOut,
     summary="Catalog models; every filter is optional and they combine with AND",
 )
-def list_models(
-    service: CatalogDep,
-    operation: Operation | None = None,
-    provider: Annotated[str | None, Query(description="a provider slug (see /v1/providers)")] = None,
-    privacy_tier: PrivacyTier | None = None,
-    sla_tier: SlaTier | None = None,
-    runtime_capability: RuntimeCapability | None = None,
-    hosted_tool: HostedTool | None = None,
-    q: Annotated[
-        str | None,
-        Query(
-            max_length=200, description="case-insensitive search over title, summary, id, description, tags"
-        ),
-    ] = None,
-) -> catalog.ModelList:
-    filters = ModelFilters(
-        operation=operation,
-        provider=provider,
-        privacy_tier=privacy_tier,
-        sla_tier=sla_tier,
-        runtime_capability=runtime_capability,
-        hosted_tool=hosted_tool,
-        q=q,
-    )
-    return service.list_models(filters)
+def list_models(service: CatalogDep, query: Annotated[ModelListQuery, Query()]) -> catalog.ModelList:
+    return service.list_models(query.filters())
 
 
 @router.get(

@@ -4,18 +4,23 @@ role that reads batches reads it."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
 from batchroute.domain.accounts.access import Principal
-from batchroute.domain.feedback.feedback import LIST_LIMIT_MAX
 from batchroute.services.feedback.service import SummaryView
 from functions.api.auth import require
 from functions.api.deps import FeedbackDep
 from functions.api.envelope import errors_doc
 from functions.api.openapi import documented_as
-from functions.api.schemas.feedback.feedback import FeedbackCreate, FeedbackList, FeedbackOut, FeedbackSummary
+from functions.api.schemas.feedback.feedback import (
+    FeedbackCreate,
+    FeedbackList,
+    FeedbackListQuery,
+    FeedbackOut,
+    FeedbackSummary,
+)
 
 router = APIRouter(tags=["feedback"])
 
@@ -58,28 +63,9 @@ def give_feedback(principal: Writer, feedback: FeedbackDep, body: FeedbackCreate
     summary="The org's feedback, newest change first",
 )
 def list_feedback(
-    principal: Reader,
-    feedback: FeedbackDep,
-    target_type: Literal["batch_item", "chat_completion"] | None = None,
-    batch_id: Annotated[str | None, Query(max_length=64)] = None,
-    model: Annotated[str | None, Query(max_length=200)] = None,
-    provider: Annotated[str | None, Query(max_length=100)] = None,
-    rating_scale: Literal["thumbs", "stars"] | None = None,
-    cursor: Annotated[str | None, Query(max_length=2048)] = None,
-    limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX)] = 20,
+    principal: Reader, feedback: FeedbackDep, query: Annotated[FeedbackListQuery, Query()]
 ) -> dict[str, Any]:
-    found, next_cursor = feedback.listing(
-        principal,
-        cursor=cursor,
-        limit=limit,
-        filters={
-            "target_type": target_type,
-            "batch_id": batch_id,
-            "model": model,
-            "provider": provider,
-            "rating_scale": rating_scale,
-        },
-    )
+    found, next_cursor = feedback.listing(principal, query.filters(), cursor=query.cursor, limit=query.limit)
     return {"object": "list", "data": [f.to_api() for f in found], "next_cursor": next_cursor}
 
 

@@ -1,14 +1,36 @@
-"""Response models: the public catalog, its models with their provider lanes, the workflow
-products, the provider directory and the fee schedule."""
+"""The model list's query, and response models: the public catalog, its models with their
+provider lanes, the workflow products, the provider directory and the fee schedule."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from batchroute.domain.catalog.catalog import HostedTool, Operation, PrivacyTier, RuntimeCapability, SlaTier
 from batchroute.domain.routing.lanes import LaneStatus
+from batchroute.services.catalog.catalog import ModelFilters
 from functions.api.schemas.common import MoneyOut
+
+
+class ModelListQuery(BaseModel):
+    """The model list's query: every filter is optional and they combine with AND."""
+
+    operation: Operation | None = None
+    provider: Annotated[str | None, Field(description="a provider slug (see /v1/providers)")] = None
+    privacy_tier: PrivacyTier | None = None
+    sla_tier: SlaTier | None = None
+    runtime_capability: RuntimeCapability | None = None
+    hosted_tool: HostedTool | None = None
+    q: Annotated[
+        str | None,
+        Field(
+            max_length=200, description="case-insensitive search over title, summary, id, description, tags"
+        ),
+    ] = None
+
+    def filters(self) -> ModelFilters:
+        return ModelFilters(**self.model_dump())
 
 
 class HostedToolPricingOut(BaseModel):

@@ -13,9 +13,12 @@ from batchroute.domain.feedback.feedback import (
     CUSTOMER_ITEM_ID_MAX,
     LABEL_PATTERN,
     LABELS_MAX,
+    LIST_LIMIT_MAX,
     CreateFeedback,
+    FeedbackFilters,
     RatingScale,
     Target,
+    TargetType,
     create_feedback,
     parse_target,
 )
@@ -58,6 +61,21 @@ class FeedbackCreate(ResourceBody):
     def command(self) -> CreateFeedback:
         """What the service saves, after the domain's rules across the fields."""
         return create_feedback(self.target, self.rating, self.rating_scale, self.comment, self.labels)
+
+
+class FeedbackListQuery(BaseModel):
+    """The listing's query: filters (all combine with AND) and the page."""
+
+    target_type: TargetType | None = None
+    batch_id: Annotated[str | None, Field(max_length=64)] = None
+    model: Annotated[str | None, Field(max_length=200)] = None
+    provider: Annotated[str | None, Field(max_length=100)] = None
+    rating_scale: RatingScale | None = None
+    cursor: Annotated[str | None, Field(max_length=2048)] = None
+    limit: Annotated[int, Field(ge=1, le=LIST_LIMIT_MAX)] = 20
+
+    def filters(self) -> FeedbackFilters:
+        return FeedbackFilters(**self.model_dump(exclude={"cursor", "limit"}))
 
 
 class FeedbackTargetOut(BaseModel):

@@ -18,6 +18,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.request_fields import invalid
+from batchroute.domain.stored import sparse
 from batchroute.domain.views import view_of
 
 COMMENT_MAX: Final = 4000
@@ -29,7 +30,6 @@ LIST_LIMIT_MAX: Final = 100
 LABEL_PREFIX: Final = "label:"  # a label's counter attribute
 
 RatingScale = Literal["thumbs", "stars"]
-RATING_SCALES: Final[tuple[str, ...]] = get_args(RatingScale)
 TargetType = Literal["batch_item", "chat_completion"]
 TARGET_TYPES: Final[tuple[str, ...]] = get_args(TargetType)
 
@@ -86,6 +86,22 @@ class CreateFeedback:
     rating_scale: RatingScale
     comment: str | None
     labels: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedbackFilters:
+    """The listing's filters, validated at the edge (functions/api/schemas/feedback/feedback.py);
+    all combine with AND, each an equality on a stored field of the same name."""
+
+    target_type: TargetType | None = None
+    batch_id: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    rating_scale: RatingScale | None = None
+
+    def equalities(self) -> dict[str, str]:
+        """The filters given, by stored field (the store's `page` reads them as equalities)."""
+        return sparse(self)  # every filter defaults to None: the ones given
 
 
 @dataclass(frozen=True, kw_only=True)

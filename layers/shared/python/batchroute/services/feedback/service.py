@@ -24,12 +24,11 @@ from batchroute.domain.billing.usage import USAGE_PERIODS, UsagePeriod, period_w
 from batchroute.domain.chat.objects import CHAT_SOURCE
 from batchroute.domain.chat.requests import CHAT_ITEM_ID
 from batchroute.domain.feedback.feedback import (
-    RATING_SCALES,
-    TARGET_TYPES,
     CounterKey,
     CreateFeedback,
     Feedback,
     FeedbackCounter,
+    FeedbackFilters,
     FeedbackView,
     FiguresView,
     ModelProviderFiguresView,
@@ -123,16 +122,11 @@ class FeedbackService:
         return Saved(after, created=before is None)
 
     def listing(
-        self, principal: Principal, *, cursor: str | None, limit: int, filters: Mapping[str, str | None]
+        self, principal: Principal, filters: FeedbackFilters, *, cursor: str | None, limit: int
     ) -> tuple[list[Feedback], str | None]:
         authorize(principal, "batches:read")
-        given = {k: v for k, v in filters.items() if v is not None}
-        if "target_type" in given and given["target_type"] not in TARGET_TYPES:
-            raise invalid("target_type", f"target_type must be one of {', '.join(TARGET_TYPES)}.")
-        if "rating_scale" in given and given["rating_scale"] not in RATING_SCALES:
-            raise invalid("rating_scale", f"rating_scale must be one of {', '.join(RATING_SCALES)}.")
         try:
-            return self.store.page(principal.org_id, cursor=cursor, limit=limit, filters=given)
+            return self.store.page(principal.org_id, cursor=cursor, limit=limit, filters=filters.equalities())
         except ValueError:
             raise InvalidRequest(
                 "cursor must be a value returned as next_cursor.", code="invalid_cursor"
