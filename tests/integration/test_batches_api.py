@@ -275,7 +275,10 @@ def test_reads_list_get_and_other_orgs(client: TestClient, org: TestOrg) -> None
     active = client.get("/v1/batches?status=active", headers=org.key_headers()).json()
     assert len(active["data"]) == 3
     assert client.get("/v1/batches?state=completed", headers=org.key_headers()).json()["data"] == []
-    assert client.get("/v1/batches?state=bogus", headers=org.key_headers()).status_code == 400
+    bogus = client.get("/v1/batches?state=bogus", headers=org.key_headers())
+    assert bogus.status_code == 400
+    assert bogus.json()["error"]["code"] == "invalid_request"
+    assert bogus.json()["error"]["details"] == {"field": "state"}
     assert client.get("/v1/batches?limit=101", headers=org.key_headers()).status_code == 400
     one = client.get(
         f"/v1/batches/{created[0]['id']}?include_details=true&include_billing_receipt=true",
@@ -283,6 +286,10 @@ def test_reads_list_get_and_other_orgs(client: TestClient, org: TestOrg) -> None
     ).json()
     assert one["batch"]["id"] == created[0]["id"] and one["billing_receipt"] is None
     assert "details" in one["batch"] and "lane_statuses" in one["batch"]
+    unsettled = client.get(f"/v1/batches/{created[0]['id']}/billing-receipt", headers=org.key_headers())
+    assert unsettled.status_code == 409
+    assert unsettled.json()["error"]["code"] == "receipt_not_ready"
+    assert set(unsettled.json()["error"]["details"]) == {"state"}
     assert client.get("/v1/batches/batch_nope", headers=org.key_headers()).status_code == 404
     other = new_org()
     assert client.get(f"/v1/batches/{created[0]['id']}", headers=other.key_headers()).status_code == 403

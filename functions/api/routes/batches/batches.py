@@ -8,12 +8,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from batchroute.domain.accounts.access import Principal
-from batchroute.domain.batches.states import ALL_STATES
-from batchroute.errors import Conflict, InvalidRequest
 from batchroute.services.batches.commands import request_hash
 from batchroute.services.batches.create import CreateAnswer, RetriedView, check_idempotency_key
 from batchroute.services.batches.reads import ArtifactUrlView, ItemsPageView, ResultsPageView
-from batchroute.services.batches.views import batch_details, batch_summary, lane_statuses
+from batchroute.services.batches.views import batch_details, batch_summary
 from functions.api.auth import require
 from functions.api.deps import BatchesDep, BucketDeliveryDep, ReadsDep
 from functions.api.envelope import errors_doc
@@ -137,10 +135,6 @@ def list_batches(
 ) -> dict[str, Any]:
     if state is None and status == "active":
         state = "active"  # `status=active` is an alias; other status values are ignored
-    if state is not None and state != "active" and state not in ALL_STATES:
-        raise InvalidRequest(
-            "state must be a batch state or `active`.", code="invalid_request", details={"field": "state"}
-        )
     page, next_cursor, total = reads.list_batches(principal, state=state, cursor=cursor, limit=limit)
     sign = reads.sign
     return {
@@ -171,7 +165,7 @@ def get_batch(
         summary["details"] = {**details, "artifacts": reads.files(batch)}
     receipt = None
     if include_billing_receipt:
-        summary["lane_statuses"] = lane_statuses(reads.records.lanes(batch_id))
+        summary["lane_statuses"] = reads.lane_statuses(batch)
         receipt = batch.billing if batch.settled_at else None
     return {"batch": _plain(summary), "billing_receipt": _plain(receipt)}
 
@@ -269,11 +263,4 @@ def retry_batch(batch_id: str, principal: Creator, batches: BatchesDep) -> Retri
     summary="The billing receipt, once the batch is settled",
 )
 def billing_receipt(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[str, Any]:
-    batch = reads.owned(principal, batch_id)
-    if not batch.settled_at or not batch.billing:
-        raise Conflict(
-            "The receipt is available once the batch is settled.",
-            code="receipt_not_ready",
-            details={"state": batch.state},
-        )
-    return dict(_plain(batch.billing))
+    return dict(_plain(reads.billing_receipt(principal, batch_id)))

@@ -26,14 +26,15 @@ from batchroute.domain.batches.artifact_keys import (
 from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.pages import ROW_MAX_BYTES, fill_page, row_bytes
 from batchroute.domain.batches.record import BatchRecord, missing_reason
-from batchroute.domain.batches.states import NON_TERMINAL
+from batchroute.domain.batches.states import ALL_STATES, NON_TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until
+from batchroute.domain.billing.settlement import DirectReceipt, InlineReceipt
 from batchroute.domain.feedback.feedback import FeedbackView
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done, lane_chunk_position
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.services.batches.ports import BatchReader, BatchStore, ObjectStore
-from batchroute.services.batches.views import ArtifactFilesView, artifact_files
+from batchroute.services.batches.views import ArtifactFilesView, LaneStatusView, artifact_files, lane_statuses
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
 BodyFormat = Literal["normalized", "raw"]
@@ -200,15 +201,36 @@ class BatchReads:
         authorize(principal, "batches:read")
         return owned_batch(self.records, principal, batch_id)
 
+    def billing_receipt(self, principal: Principal, batch_id: str) -> InlineReceipt | DirectReceipt:
+        """The caller's batch's billing receipt, once it is settled (409 `receipt_not_ready`)."""
+        batch = self.owned(principal, batch_id)
+        if not batch.settled_at or not batch.billing:
+            raise Conflict(
+                "The receipt is available once the batch is settled.",
+                code="receipt_not_ready",
+                details={"state": batch.state},
+            )
+        return batch.billing
+
+    def lane_statuses(self, batch: BatchRecord) -> list[LaneStatusView]:
+        """The status of each provider lane the batch ran on."""
+        return lane_statuses(self.records.lanes(batch.batch_id))
+
     def list_batches(
         self, principal: Principal, *, state: str | None, cursor: str | None, limit: int
     ) -> tuple[list[BatchRecord], str | None, int]:
+        """A page of the caller's batches, newest first; `state` one batch state or `active`
+        (every state but the terminal ones)."""
         authorize(principal, "batches:read")
         states: frozenset[str] | None = None
         if state == "active":
             states = frozenset(NON_TERMINAL)
-        elif state is not None:
+        elif state in ALL_STATES:
             states = frozenset({state})
+        elif state is not None:
+            raise InvalidRequest(
+                "state must be a batch state or `active`.", code="invalid_request", details={"field": "state"}
+            )
         if cursor is not None and not cursor.startswith("batch_"):
             raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
         page, next_cursor = self.records.list_for_org(
