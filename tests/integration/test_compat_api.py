@@ -29,7 +29,10 @@ from batchroute.adapters.dynamo.files import FileStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.compat.batches import BodyFormat, OutputFile
 from batchroute.money import Money
+from batchroute.services.compat.files import CompatFiles
 from batchroute.wiring import wiring_for
 from batchroute_tools.contracts.openai import answer_violations
 from batchroute_tools.local.provision import LocalStack
@@ -175,6 +178,74 @@ def test_a_large_input_file_is_downloaded_from_a_short_lived_signed_url(
     other = new_org(credit_usd="1").key_headers("member")
     refused = client.get(f"{BASE}/files/{file['id']}/content", headers=other, follow_redirects=False)
     assert refused.status_code == 403 and "location" not in refused.headers
+
+
+def test_a_large_output_file_is_rendered_once_and_served_from_a_short_lived_signed_url(
+    local_aws: LocalStack, auth: dict[str, str], org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an API whose downloads above 1 KiB are served by storage, and a finished compat
+    # batch whose output file is larger than that
+    settings = get_settings().model_copy(
+        update={"file_download_redirect_bytes": 1024, "file_download_url_seconds": 120}
+    )
+    client = TestClient(create_app(settings), raise_server_exceptions=False)
+    rows = [row(n) for n in range(6)]
+    rows[5] = row(5, text="Question 5 [simulate:fail]")
+    batch = create(client, auth, uploaded(client, auth, rows)).json()
+    run(local_aws, batch["id"])
+    done = client.get(f"{BASE}/batches/{batch['id']}", headers=auth).json()
+    output_id, error_id = done["output_file_id"], done["error_file_id"]
+    renders: list[str] = []  # each rendering of a file's lines, as "<role>.<body format>"
+    render = CompatFiles._render
+
+    def counted(self: CompatFiles, output: OutputFile, batch: BatchRecord, body_format: BodyFormat) -> Any:
+        renders.append(f"{output.role}.{body_format}")
+        return render(self, output, batch, body_format)
+
+    monkeypatch.setattr(CompatFiles, "_render", counted)
+    # When its content is asked for
+    answer = client.get(f"{BASE}/files/{output_id}/content", headers=auth, follow_redirects=False)
+    # Then the answer is a redirect to a signed GET of its rendering, valid two minutes, no body
+    assert answer.status_code == 307, answer.text
+    assert answer.content == b"" and answer.headers["cache-control"] == "no-store"
+    assert answer.headers["x-service-body-format"] == "normalized"
+    location = answer.headers["location"]
+    assert "X-Amz-Signature=" in location and "X-Amz-Expires=120" in location
+    rendering = f"batches/{batch['id']}/compat/output.normalized.jsonl"
+    assert rendering in location
+    # whose bytes are the vendor's output lines, the same a streamed download gives
+    stored = aws_client("s3").get_object(Bucket=local_aws.buckets["artifacts"], Key=rendering)["Body"].read()
+    streamed = TestClient(create_app(get_settings()), raise_server_exceptions=False)
+    assert lines(streamed.get(f"{BASE}/files/{output_id}/content", headers=auth)) == [
+        json.loads(line) for line in stored.splitlines()
+    ]
+    assert [json.loads(line)["custom_id"] for line in stored.splitlines()] == [f"req-{n}" for n in range(5)]
+    assert len(stored) > 1024
+    # And the File object's size is the rendering's, which is rendered once, whatever reads it
+    assert client.get(f"{BASE}/files/{output_id}", headers=auth).json()["bytes"] == len(stored)
+    assert (
+        client.get(f"{BASE}/files/{output_id}/content", headers=auth, follow_redirects=False).status_code
+        == 307
+    )
+    assert renders == ["output.normalized"]
+    # And each body format has its own rendering, and a small file is streamed from its own
+    raw = client.get(
+        f"{BASE}/files/{output_id}/content?body_format=raw", headers=auth, follow_redirects=False
+    )
+    assert raw.status_code == 307 and raw.headers["x-service-body-format"] == "raw"
+    assert "compat/output.raw.jsonl" in raw.headers["location"]
+    errors = client.get(f"{BASE}/files/{error_id}/content", headers=auth)
+    assert [line["custom_id"] for line in lines(errors)] == ["req-5"]
+    assert renders == ["output.normalized", "output.raw", "error.normalized"]
+    # And another org is refused as before, with no URL
+    other = new_org(credit_usd="1").key_headers("member")
+    refused = client.get(f"{BASE}/files/{output_id}/content", headers=other, follow_redirects=False)
+    assert refused.status_code == 403 and "location" not in refused.headers
+    # When the output file is deleted / Then its renderings go with it; the error file's stays
+    assert client.delete(f"{BASE}/files/{output_id}", headers=auth).status_code == 200
+    assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == [
+        f"batches/{batch['id']}/compat/error.normalized.jsonl"
+    ]
 
 
 @pytest.mark.parametrize(

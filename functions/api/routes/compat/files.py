@@ -138,8 +138,9 @@ def delete_file(file_id: str, principal: Creator, files: CompatFilesDep) -> Vend
     responses={
         200: {"content": {"application/jsonl": {}}, "description": "The file's bytes"},
         307: {
-            "description": "A large input file: `Location` is a signed URL, valid a few minutes, "
-            "from which storage serves the bytes",
+            "description": "A large file: `Location` is a signed URL, valid a few minutes, from "
+            "which storage serves the bytes (an output or error file's rendered in the body format "
+            "`x-service-body-format` names)",
             "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
         },
         **compat_errors_doc({409: "The file's upload has not been completed (`file_not_ready`)"}),
@@ -153,14 +154,17 @@ def file_content(
     files: CompatFilesDep,
     body_format: Annotated[BodyFormat | None, Query(description="normalized (default) or raw")] = None,
 ) -> Response:
-    # Never buffered whole: a large stored file is served by storage, the rest is streamed
-    # (on AWS through the streaming function: docs/chat.md, "On AWS").
-    url = files.content_url(principal, file_id, body_format)
-    if url is not None:
-        return RedirectResponse(url, status_code=307, headers={"cache-control": "no-store"})
-    chunks, chosen = files.content(principal, file_id, body_format)
+    # Never buffered whole: a large file is served by storage, the rest is streamed (on AWS
+    # through the streaming function: docs/chat.md, "On AWS").
+    content = files.content(principal, file_id, body_format)
+    headers = {BODY_FORMAT_HEADER: content.body_format} if content.body_format else {}
+    if content.url is not None:
+        return RedirectResponse(
+            content.url, status_code=307, headers={**headers, "cache-control": "no-store"}
+        )
+    assert content.chunks is not None
     return StreamingResponse(
-        iterate_in_threadpool(chunks), media_type="application/jsonl", headers={BODY_FORMAT_HEADER: chosen}
+        iterate_in_threadpool(content.chunks), media_type="application/jsonl", headers=headers
     )
 
 

@@ -67,6 +67,13 @@ def receipt_key(batch_id: str) -> str:
     return f"batches/{batch_id}/receipt.json"
 
 
+def rendering_key(batch_id: str, role: str, body_format: str) -> str:
+    """A compat batch's output or error file (`role`) rendered in one body format, written on
+    its first read (services/compat/files.py): under the batch's prefix, so retention
+    reclaims it with the batch's other bytes."""
+    return f"batches/{batch_id}/compat/{role}.{body_format}.jsonl"
+
+
 def batch_prefix(batch_id: str) -> str:
     """Every object of the batch lives under this prefix (retention GC lists it)."""
     return f"batches/{batch_id}/"

@@ -56,7 +56,7 @@ from batchroute.domain.views import view_of
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger
-from batchroute.services.batches.ports import ObjectStore, ObjectWriter
+from batchroute.services.batches.ports import ObjectStore, ObjectWriter, SignedDownloads
 from batchroute.workflow.queues import TaskSender
 from batchroute.workflow.tasks import unwaited_task
 
@@ -72,10 +72,8 @@ class FileRecords(Protocol):
     def replace(self, record: FileRecord, *, expected_status: FileStatus) -> bool: ...
 
 
-class FileObjects(ObjectStore, Protocol):
+class FileObjects(ObjectStore, SignedDownloads, Protocol):
     def presigned_put(self, key: str, *, content_type: str, expires_in: int) -> str: ...
-
-    def presigned_get(self, key: str, *, expires_in: int, filename: str, content_type: str) -> str: ...
 
     def copy(self, source_key: str, target_key: str) -> None: ...
 

@@ -52,6 +52,12 @@ class ObjectWriter(Protocol):
     def abort(self) -> None: ...
 
 
+class SignedDownloads(Protocol):
+    """adapters/s3_objects.py:S3Objects: an object served by storage to whoever holds a URL."""
+
+    def presigned_get(self, key: str, *, expires_in: int, filename: str, content_type: str) -> str: ...
+
+
 class ObjectStore(Artifacts, Protocol):
     """adapters/s3_objects.py:S3Objects: a bucket's objects, streamed both ways."""
 

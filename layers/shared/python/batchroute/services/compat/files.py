@@ -4,8 +4,10 @@ Input files are ordinary files (services/batches/files.py) with purpose `batch`,
 the same streaming pipeline; on the way their rows are checked as the vendor's
 `{custom_id, method, url, body}` requests, and a file with a bad row is refused (nothing
 is kept) with the line named. A compat batch's output and error files are views of its
-result artifacts: their lines are rendered as they stream out, in the body format asked
-for, so neither the upload nor the download ever holds a whole file.
+result artifacts: on a file's first read its lines are rendered, in the body format asked
+for, into an object beside the artifacts, streamed on the way; later reads stream that
+object, or, past `FileLimits.download_redirect_bytes`, storage serves it from a signed URL.
+Neither the upload nor the download ever holds a whole file.
 """
 
 from __future__ import annotations
@@ -13,19 +15,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol, cast
 
 from batchroute.clock import isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
-from batchroute.domain.batches.artifact_keys import errors_key, results_key
+from batchroute.domain.batches.artifact_keys import JSONL, errors_key, rendering_key, results_key
 from batchroute.domain.batches.files import FileRecord
 from batchroute.domain.batches.item_profile import apart_key
 from batchroute.domain.batches.jsonl import artifact_lines
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.retention import keep_until
 from batchroute.domain.compat.batches import (
+    BODY_FORMATS,
     DEFAULT_BODY_FORMAT,
     FILE_LIST_PURPOSES,
     FILE_PAGE_MAX,
@@ -45,7 +48,7 @@ from batchroute.domain.workflow.results import ArtifactRow
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
 from batchroute.services.batches.files import DirectUpload, FilePreflightFailed, FileService
-from batchroute.services.batches.ports import Artifacts, BatchReader
+from batchroute.services.batches.ports import BatchReader, ObjectStore, SignedDownloads
 from batchroute.services.batches.reads import RetentionTerms
 from batchroute.services.workflow.retention_gc import ReclaimMarks
 
@@ -59,6 +62,22 @@ class OutputFileRecords(Protocol):
     def output_file(self, file_id: str) -> OutputFile | None: ...
 
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None: ...
+
+
+class ResultObjects(ObjectStore, SignedDownloads, Protocol):
+    """adapters/s3_objects.py:S3Objects over the artifacts bucket: the batches' result
+    artifacts, and the renderings of their output and error files."""
+
+
+@dataclass(frozen=True)
+class FileContent:
+    """A file's bytes as the content route answers them: streamed (`chunks`), or served by
+    storage from a short-lived signed URL (`url`); `body_format` the format they are in (None
+    for an input file served by storage: its bytes are the same in any format)."""
+
+    body_format: BodyFormat | None
+    chunks: Iterator[bytes] | None = None
+    url: str | None = None
 
 
 class CompatFileRecords(OutputFileRecords, Protocol):
@@ -148,7 +167,7 @@ class CompatFiles:
         *,
         outputs: CompatFileRecords,
         batches: BatchReader,
-        artifacts: Artifacts,
+        artifacts: ResultObjects,
         reclaim: ReclaimMarks,
         retention: RetentionTerms,
         grace: timedelta = timedelta(hours=72),
@@ -193,14 +212,13 @@ class CompatFiles:
         body_format = _default_format(batch)
         size = output.sizes.get(body_format)
         if size is None and not expired:
-            size = sum(len(chunk) for chunk in self._render(output, batch, body_format))
-            self.outputs.remember_bytes(file_id, body_format, size)
+            size = self._rendered(file_id, output, batch, body_format)
         return {
             "id": file_id,
             "object": "file",
             "bytes": int(size or 0),
             "created_at": unix(batch.finalized_at),
-            "filename": f"{batch.batch_id}_{output.role}.jsonl",
+            "filename": _filename(output, batch),
             "purpose": "batch_output",
             "status": "expired" if expired else "processed",
             "status_details": None,
@@ -274,7 +292,7 @@ class CompatFiles:
             require_same_org(principal, record.org_id)
             self._delete_input(record)
         else:
-            self._delete_output(file_id, self._output(principal, file_id)[1])
+            self._delete_output(file_id, *self._output(principal, file_id))
         return {"id": file_id, "object": "file", "deleted": True}
 
     def _delete_input(self, record: FileRecord) -> None:
@@ -315,7 +333,10 @@ class CompatFiles:
                     details={"param": "file_id", "batch_id": batch_id},
                 )
 
-    def _delete_output(self, file_id: str, batch: BatchRecord) -> None:
+    def _delete_output(self, file_id: str, output: OutputFile, batch: BatchRecord) -> None:
+        # Its renderings first: a delete that fails halfway is finished by asking again.
+        for body_format in BODY_FORMATS:
+            self.artifacts.delete(rendering_key(batch.batch_id, output.role, body_format))
         at = isoformat(self.files.clock.now())
         if not self.outputs.delete_output_file(file_id, at=at):
             raise _no_such_file(file_id)
@@ -326,52 +347,76 @@ class CompatFiles:
             self.reclaim.reclaim_now(batch.batch_id, at=at)
 
     # -- content ---------------------------------------------------------------------------------
-    def content_url(self, principal: Principal, file_id: str, body_format: BodyFormat | None) -> str | None:
-        """A short-lived signed URL for an input file too large to pass through the API
-        (`FileLimits.download_redirect_bytes`), which the route answers with a redirect;
-        None when the bytes are to be streamed by `content` (and for every refusal, which
-        `content` gives). An input file is stored as uploaded: any body format is its bytes."""
-        authorize(principal, "batches:read")
-        record = self.files.records.get(file_id) if has_prefix(file_id, "file") else None
-        if (
-            record is None
-            or record.org_id != principal.org_id
-            or record.status in ("expired", "uploading", "uploaded")
-        ):
-            return None
-        limits = self.files.limits
-        if record.bytes <= limits.download_redirect_bytes:
-            return None
-        return self.files.objects.presigned_get(
-            record.s3_key,
-            expires_in=limits.download_url_seconds,
-            filename=record.filename,
-            content_type="application/jsonl",
-        )
-
-    def content(
-        self, principal: Principal, file_id: str, body_format: BodyFormat | None
-    ) -> tuple[Iterator[bytes], BodyFormat]:
-        """The file's bytes as a stream, and the body format they are in. 410 once retention
-        reclaimed them, 404 for a file that never existed."""
+    def content(self, principal: Principal, file_id: str, body_format: BodyFormat | None) -> FileContent:
+        """A file's bytes: an input file's as uploaded (the same in any body format), an output
+        or error file's rendered in the body format asked for (its batch's by default). Bytes
+        over `FileLimits.download_redirect_bytes` are served by storage from a short-lived
+        signed URL, which the route answers with a redirect; the rest are streamed. 410 once
+        retention reclaimed them, 404 for a file that never existed."""
         authorize(principal, "batches:read")
         record = self.files.records.get(file_id) if has_prefix(file_id, "file") else None
         if record is not None:
-            require_same_org(principal, record.org_id)
-            if record.status == "expired":
-                raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
-            if record.status in ("uploading", "uploaded"):
-                raise Conflict(  # `uploaded`: still being checked, so a retry may find it ready
-                    "This file's upload has not been completed.",
-                    code="file_not_ready",
-                    details={"status": record.status},
-                )
-            return self.files.objects.chunks(record.s3_key), body_format or DEFAULT_BODY_FORMAT
+            return self._input_content(principal, record, body_format)
         output, batch = self._output(principal, file_id)
         if self._reclaimed(output, batch):
             raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
         chosen = body_format or _default_format(batch)
-        return self._render(output, batch, chosen), chosen
+        key = rendering_key(batch.batch_id, output.role, chosen)
+        limits = self.files.limits
+        if self._rendered(file_id, output, batch, chosen) <= limits.download_redirect_bytes:
+            return FileContent(chosen, chunks=self.artifacts.chunks(key))
+        url = self.artifacts.presigned_get(
+            key, expires_in=limits.download_url_seconds, filename=_filename(output, batch), content_type=JSONL
+        )
+        return FileContent(chosen, url=url)
+
+    def _input_content(
+        self, principal: Principal, record: FileRecord, body_format: BodyFormat | None
+    ) -> FileContent:
+        require_same_org(principal, record.org_id)
+        if record.status == "expired":
+            raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
+        if record.status in ("uploading", "uploaded"):
+            raise Conflict(  # `uploaded`: still being checked, so a retry may find it ready
+                "This file's upload has not been completed.",
+                code="file_not_ready",
+                details={"status": record.status},
+            )
+        limits = self.files.limits
+        if record.bytes <= limits.download_redirect_bytes:
+            return FileContent(
+                body_format or DEFAULT_BODY_FORMAT, chunks=self.files.objects.chunks(record.s3_key)
+            )
+        url = self.files.objects.presigned_get(
+            record.s3_key,
+            expires_in=limits.download_url_seconds,
+            filename=record.filename,
+            content_type=JSONL,
+        )
+        return FileContent(None, url=url)
+
+    def _rendered(self, file_id: str, output: OutputFile, batch: BatchRecord, body_format: BodyFormat) -> int:
+        """The size of the file's rendering in `body_format`, written to storage on its first
+        read (`rendering_key`, under the batch's prefix) and only read from then on: a later
+        read streams it or signs a URL of it without rendering again, whatever its size. Two
+        first reads at once write the same bytes; a write that fails leaves nothing."""
+        key = rendering_key(batch.batch_id, output.role, body_format)
+        size = self.artifacts.size(key)
+        if size is not None:
+            return size
+        writer = self.artifacts.writer(key, content_type=JSONL)
+        size = 0
+        try:
+            for chunk in self._render(output, batch, body_format):
+                writer.write(chunk)
+                size += len(chunk)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        if output.sizes.get(body_format) != size:
+            self.outputs.remember_bytes(file_id, body_format, size)
+        return size
 
     # -- helpers ---------------------------------------------------------------------------------
     def _output(self, principal: Principal, file_id: str) -> tuple[OutputFile, BatchRecord]:
@@ -412,6 +457,10 @@ class CompatFiles:
                     batch_id, cast(ArtifactRow, row), body_format, endpoint=endpoint, created=created
                 )
                 yield json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def _filename(output: OutputFile, batch: BatchRecord) -> str:
+    return f"{batch.batch_id}_{output.role}.jsonl"
 
 
 def _no_such_file(file_id: str) -> NotFound:
