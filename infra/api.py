@@ -21,7 +21,7 @@ their source address as before, so no caller can pick its own rate-limit key.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -30,6 +30,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
+from batchroute import resources
 from infra.context import EnvironmentConfig
 
 # Direct uploads arrive as multipart or raw bytes: pass them through untouched (base64).
@@ -132,6 +133,7 @@ class Api(Construct):
             stream_handler,
             proxy=True,
             response_transfer_mode=apigateway.ResponseTransferMode.STREAM,
+            timeout=Duration.seconds(resources.STREAM_TIMEOUT_SECONDS),  # a streamed answer may run long
             scope_permission_to_method=False,  # one permission for every streamed method
         )
 

@@ -251,7 +251,7 @@ class Compute(Construct):
             handler=STREAM_SCRIPT,
             code=lambda_.Code.from_asset(str(assets.function_asset_dir(API))),
             layers=[adapter, self.layer],
-            timeout=Duration.seconds(api.timeout_seconds),
+            timeout=Duration.seconds(resources.STREAM_TIMEOUT_SECONDS),
             memory_size=api.memory_mb,
             tracing=lambda_.Tracing.ACTIVE,
             role=role,

@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_cdk.assertions import Match, Template
 
+from batchroute.resources import STREAM_TIMEOUT_SECONDS
 from infra.api import ORIGIN_VERIFY_HEADER, VIEWER_ADDRESS_HEADER
 from infra.compute import API_ALIAS, API_STREAM, STREAM_SCRIPT
 from infra.context import EnvironmentConfig
@@ -44,6 +45,8 @@ def test_every_route_proxies_to_the_api_alias_but_the_streamed_ones(cfn: Cfn, pr
         integration = methods[key]["Integration"]
         assert integration["Type"] == "AWS_PROXY", key
         assert integration["ResponseTransferMode"] == "STREAM", key
+        # and may run as long as the streaming function, past the buffered API's 29 s
+        assert integration["TimeoutInMillis"] == STREAM_TIMEOUT_SECONDS * 1000, key
         uri = render(integration["Uri"])
         assert f"<{stream_id}.Arn>" in uri and "response-streaming-invocations" in uri, key
     # and everything else is buffered, on the API's alias, with a catch-all at every level
@@ -53,6 +56,7 @@ def test_every_route_proxies_to_the_api_alias_but_the_streamed_ones(cfn: Cfn, pr
         integration = method["Integration"]
         assert integration["Type"] == "AWS_PROXY", key
         assert integration.get("ResponseTransferMode", "BUFFERED") == "BUFFERED", key
+        assert integration.get("TimeoutInMillis", 29_000) == 29_000, key
         assert f"<{alias_id}>" in render(integration["Uri"]), key
         assert f"<{api_id}.Arn>" not in render(integration["Uri"]), key  # never $LATEST
     for path in ("/", "/v1", "/v1/chat", "/v1/chat/completions"):
@@ -73,7 +77,7 @@ def test_the_streaming_function_runs_the_app_under_the_web_adapter(cfn: Cfn, pre
     assert props["Handler"] == STREAM_SCRIPT
     assert any("LambdaAdapterLayerX86" in str(render(layer)) for layer in props["Layers"])
     assert props["Code"] == api["Properties"]["Code"]
-    assert props["Timeout"] == api["Properties"]["Timeout"]
+    assert props["Timeout"] == STREAM_TIMEOUT_SECONDS > api["Properties"]["Timeout"]
     # with the API's settings (the same app reads them)
     for name, value in api["Properties"]["Environment"]["Variables"].items():
         assert variables[name] == value, name

@@ -129,10 +129,14 @@ def test_functions_are_what_the_local_lambda_context_reports(template: dict[str,
         for props in _of_type(template, "AWS::Lambda::Function").values()
         if isinstance(props.get("FunctionName"), str) and props["FunctionName"].startswith(TEMPLATE_PREFIX)
     }
-    # and the API's streamed routes: the API's code, time-out and memory under the web adapter
+    # and the API's streamed routes: the API's code and memory under the web adapter, with the
+    # streamed routes' time-out
     api = next(f for f in resources.FUNCTIONS if f.key == API)
     expected = {f.key: (f.handler, f.timeout_seconds, f.memory_mb) for f in resources.FUNCTIONS}
-    assert deployed == {**expected, API_STREAM: (STREAM_SCRIPT, api.timeout_seconds, api.memory_mb)}
+    assert deployed == {
+        **expected,
+        API_STREAM: (STREAM_SCRIPT, resources.STREAM_TIMEOUT_SECONDS, api.memory_mb),
+    }
 
 
 def _sweeper_rules(template: dict[str, Any]) -> list[dict[str, Any]]:

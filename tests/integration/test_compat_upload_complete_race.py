@@ -1,7 +1,7 @@
 """Overlapping calls on one Uploads API upload (docs/compat.md, Uploads API): one upload
 makes exactly one File, a cancelled one none. A `complete` claims the upload before it
 assembles; another `complete`, or a `cancel`, while it assembles is a retryable 409
-`concurrent_update`. A claim lapses after the API's time-out (by the injected clock): a call
+`concurrent_update`. A claim lapses after the streaming function's time-out (by the injected clock): a call
 that died is taken over by the next `complete` or `cancel`, and nothing it stored is kept.
 
 The overlap is made by a second call sent from inside the first one's assembly, once it has
@@ -19,6 +19,7 @@ from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.compat import CompatStore
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import FixedClock
+from batchroute.services.compat.uploads import ASSEMBLY_CLAIM
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.principals import TestOrg
 from tests.integration.principals import clocked_client as clocked_client  # the fixtures
@@ -26,7 +27,7 @@ from tests.integration.principals import fixed_clock as fixed_clock
 from tests.integration.principals import org as org
 from tests.integration.test_compat_api import BASE, add_part, jsonl, row, start_upload, vendor_error
 
-LAPSED = 31  # seconds: past a claim's 30 s (services/compat/uploads.py: ASSEMBLY_CLAIM)
+LAPSED = ASSEMBLY_CLAIM.total_seconds() + 1  # past a claim (services/compat/uploads.py)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from decimal import Decimal
 import pytest
 from pydantic import ValidationError
 
+from batchroute import resources
 from batchroute.config import Settings
 
 
@@ -118,3 +119,15 @@ def test_a_paid_checkout_is_confirmed_with_the_processor_everywhere_but_local_mo
     assert on.confirms_payments_with_processor is True
     with pytest.raises(ValidationError, match="PAYMENTS_CONFIRM_WITH_PROCESSOR"):
         Settings(**safe, payments_confirm_with_processor=False)
+
+
+def test_a_chat_hold_is_stale_only_after_the_streaming_function_may_run() -> None:
+    # A live stream's hold is never taken for a dead one's: the threshold outlasts the function
+    limit = resources.STREAM_TIMEOUT_SECONDS
+    assert Settings().chat_hold_stale_seconds > limit
+    assert (
+        Settings.from_environ({"CHAT_HOLD_STALE_SECONDS": str(limit + 1)}).chat_hold_stale_seconds
+        == limit + 1
+    )
+    with pytest.raises(ValidationError, match="chat_hold_stale_seconds"):
+        Settings.from_environ({"CHAT_HOLD_STALE_SECONDS": str(limit)})

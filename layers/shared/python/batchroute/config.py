@@ -180,11 +180,12 @@ class Settings(BaseModel):
     # a provider that sends no first byte within `chat_first_byte_timeout_seconds` counts as
     # down (the next lane is tried); a stream writes its usage so far to its request record
     # every `chat_usage_checkpoint_seconds`, and the sweeper settles a chat hold still open
-    # after `chat_hold_stale_seconds` (its function died) at the last checkpoint.
+    # after `chat_hold_stale_seconds` (its function died) at the last checkpoint: longer than
+    # the streaming function may run, so no hold of a live stream is ever taken for stale.
     chat_lane_state_ttl_seconds: float = Field(default=15.0, ge=0, le=300)
     chat_first_byte_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     chat_usage_checkpoint_seconds: float = Field(default=2.0, gt=0, le=600)
-    chat_hold_stale_seconds: int = Field(default=300, ge=60, le=86_400)
+    chat_hold_stale_seconds: int = Field(default=300, gt=resources.STREAM_TIMEOUT_SECONDS, le=86_400)
 
     # Payments (docs/payments.md): Stripe through its SDK. In AWS the keys come from the
     # Secrets Manager secret `payments_secret_name` (JSON {secret_key, webhook_secret}); without

@@ -207,6 +207,14 @@ FUNCTIONS: tuple[Function, ...] = (
     Function(key="sweeper", timeout_seconds=120, memory_mb=512, purpose="SLA expiry, stale holds, GC"),
 )
 
+# The API's streamed routes (chat completions, the vendor-compatible surface) run on a function
+# of their own (infra/compute.py, `api-stream`) behind a STREAM integration, which API Gateway
+# lets last up to 15 minutes (idle up to 5 on a regional API): a long streamed completion, a
+# large compat upload's assembly and a large output's first rendering are not cut at the
+# buffered API's 29 s. What must outlive a call is sized from this: a chat hold's staleness
+# (config.py, `chat_hold_stale_seconds`), an upload's assembly claim (services/compat/uploads.py).
+STREAM_TIMEOUT_SECONDS = 240
+
 STATE_MACHINE_KEY = "batch-workflow"
 SWEEPER_RATE_MINUTES = 1
 # The daily payments reconciliation (docs/payments.md): a second rule on the sweeper function,

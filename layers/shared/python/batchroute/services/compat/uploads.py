@@ -43,14 +43,16 @@ from batchroute.domain.compat.uploads import (
 )
 from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
+from batchroute.resources import STREAM_TIMEOUT_SECONDS
 from batchroute.services.batches.files import check_filename
 from batchroute.services.batches.ports import Artifacts, ObjectWriter
 from batchroute.services.compat.files import COMPAT_PURPOSE, CompatFiles, CompatUpload, input_file_object
 
 RECORD_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry
-# How long one `complete` call holds the upload while it assembles: the API function's time-out
-# (29 s, resources.py), and a second. A claim that lapses was held by a call that died.
-ASSEMBLY_CLAIM = timedelta(seconds=30)
+# How long one `complete` call holds the upload while it assembles: the time-out of the function
+# that serves the compat routes (resources.py), and a second. A claim that lapses was held by a
+# call that died.
+ASSEMBLY_CLAIM = timedelta(seconds=STREAM_TIMEOUT_SECONDS + 1)
 
 
 class UploadRecords(Protocol):
