@@ -264,9 +264,9 @@ def test_no_product_function_is_longer_than_60_lines() -> None:
 # was filed (218 + 88 in services, 163 in domain); the goal is a fifth (93). With the
 # `object` forms too: 658 when the issue was taken up.
 UNTYPED_MAPPING = re.compile(r"\b(?:dict|Mapping)\[str, (?:Any|object)\]")
-UNTYPED_MAPPINGS_CEILING = 113
+UNTYPED_MAPPINGS_CEILING = 112
 ANY_MAPPING = re.compile(r"\b(?:dict|Mapping)\[str, Any\]")
-ANY_MAPPINGS_CEILING = 85
+ANY_MAPPINGS_CEILING = 84
 
 
 def _in_services_and_domain(pattern: re.Pattern[str]) -> int:
