@@ -248,6 +248,35 @@ def test_a_large_output_file_is_rendered_once_and_served_from_a_short_lived_sign
     ]
 
 
+def test_a_rendering_that_dies_halfway_leaves_nothing_and_the_next_read_renders_it_whole(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a finished compat batch, and a first read whose rendering dies after its first line
+    batch = create(client, auth, uploaded(client, auth, [row(n) for n in range(3)])).json()
+    run(local_aws, batch["id"])
+    output_id = client.get(f"{BASE}/batches/{batch['id']}", headers=auth).json()["output_file_id"]
+    render = CompatFiles._render
+
+    def dies(self: CompatFiles, output: OutputFile, batch: BatchRecord, body_format: BodyFormat) -> Any:
+        lines = render(self, output, batch, body_format)
+        yield next(lines)
+        raise RuntimeError("the function died mid-rendering")
+
+    monkeypatch.setattr(CompatFiles, "_render", dies)
+    # When it is read / Then the read fails whole (no partial body) and no rendering is kept
+    failed = client.get(f"{BASE}/files/{output_id}/content", headers=auth)
+    assert failed.status_code == 500 and failed.json()["error"]["code"] == "internal_error"
+    assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == []
+    # When the function lives again / Then the next read renders the file whole, once
+    monkeypatch.setattr(CompatFiles, "_render", render)
+    content = client.get(f"{BASE}/files/{output_id}/content", headers=auth)
+    assert [line["custom_id"] for line in lines(content)] == ["req-0", "req-1", "req-2"]
+    key = f"batches/{batch['id']}/compat/output.normalized.jsonl"
+    stored = aws_client("s3").get_object(Bucket=local_aws.buckets["artifacts"], Key=key)["Body"].read()
+    assert stored == content.content
+    assert client.get(f"{BASE}/files/{output_id}", headers=auth).json()["bytes"] == len(stored)
+
+
 @pytest.mark.parametrize(
     ("bad", "line", "param", "words"),
     [
