@@ -51,6 +51,7 @@ KEY_PREFIX = "console/"  # the bucket mirrors the URL space: /console/x is the o
 # Not /docs: its Swagger UI loads a script from a CDN, which must not run on the origin that
 # holds the console's session cookie; it stays on the API's own (execute-api) host.
 API_PATH_PATTERNS = ("/v1/*", "/openapi.json")
+API_ORIGIN_READ_TIMEOUT_SECONDS = 60
 INDEX = "index.html"
 # Vite names every asset after its content hash: a changed file is a new URL.
 ASSETS_CACHE_CONTROL = "public, max-age=31536000, immutable"
@@ -251,7 +252,13 @@ class Console(Construct):
         # CloudFront replaces a viewer's header of the same name with this one.
         verify = {ORIGIN_VERIFY_HEADER: api.origin_secret.secret_value.unsafe_unwrap()}
         api_behaviour = cloudfront.BehaviorOptions(
-            origin=origins.RestApiOrigin(api.rest_api, custom_headers=verify),
+            origin=origins.RestApiOrigin(
+                api.rest_api,
+                custom_headers=verify,
+                # the most CloudFront waits for an origin's next byte without a quota increase
+                # (default 30 s): a streamed answer may be slow to start (docs/chat.md, "On AWS")
+                read_timeout=Duration.seconds(API_ORIGIN_READ_TIMEOUT_SECONDS),
+            ),
             viewer_protocol_policy=cloudfront.ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
             allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
             cached_methods=cloudfront.CachedMethods.CACHE_GET_HEAD,

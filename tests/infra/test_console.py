@@ -18,6 +18,7 @@ from batchroute import resources
 from infra import assets
 from infra.api import ORIGIN_VERIFY_HEADER, VIEWER_ADDRESS_HEADER
 from infra.console import (
+    API_ORIGIN_READ_TIMEOUT_SECONDS,
     API_PATH_PATTERNS,
     ASSETS_CACHE_CONTROL,
     INDEX_CACHE_CONTROL,
@@ -187,6 +188,8 @@ def test_the_api_paths_go_to_the_api_stage_uncached_with_every_method(
         custom = origin["CustomOriginConfig"]
         assert custom["OriginProtocolPolicy"] == "https-only"
         assert custom["OriginSSLProtocols"] == ["TLSv1.2"]
+        # waiting as long as CloudFront may for a slow-starting streamed answer
+        assert custom["OriginReadTimeout"] == API_ORIGIN_READ_TIMEOUT_SECONDS == 60
         assert set(behaviour["AllowedMethods"]) == ALL_METHODS
         assert behaviour["CachePolicyId"] == CACHING_DISABLED
         assert behaviour["OriginRequestPolicyId"] == ALL_VIEWER_EXCEPT_HOST
