@@ -3,9 +3,10 @@
 A child process (child.py), as DynamoDB, S3, SQS and Step Functions are outside a Lambda
 function: moto's request parsing never holds the service's GIL. The runner binds the socket
 first, so a taken port fails loudly here instead of hanging a server. DynamoDB transactions
-roll back item by item instead of by copying whole tables (moto_transactions.py) and DynamoDB
-answers are written from their wire form (moto_answers.py), both installed in the moto
-process (as is moto listing its own modules once, not on every request).
+roll back item by item instead of by copying whole tables, and each DynamoDB request is
+isolated from the writes beside it (moto_transactions.py); DynamoDB answers are written from
+their wire form (moto_answers.py); both are installed in the moto process (as is moto
+listing its own modules once, not on every request).
 `python -m batchroute_tools.local.moto_server --fd N` is the child.
 """
 
@@ -67,7 +68,7 @@ def make_moto_server(host: str, port: int, *, fd: int | None = None) -> BaseWSGI
     server = make_server(
         host,
         port,  # 0: the kernel picks a free port
-        DomainDispatcherApplication(create_backend_app),
+        moto_transactions.isolated_requests(DomainDispatcherApplication(create_backend_app)),
         threaded=True,
         request_handler=MotoRequestHandler,
         fd=fd,

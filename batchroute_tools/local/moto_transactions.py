@@ -17,6 +17,11 @@ and so do single-item writes (`PutItem`, `UpdateItem`, `DeleteItem`, and `BatchW
 through them): DynamoDB makes each atomic and isolates transactions from them. Without it a
 write landing between a failing transaction's save and its rollback was undone by the
 rollback (a batch's `settled_at` and `completed_at` lost this way were seen in an e2e run).
+Reads are isolated from writes as well (`isolated_requests`): every DynamoDB request is
+handled whole, its answer written, under the same lock. moto applies an update's actions to
+the stored item one by one and writes a read's answer from the live item afterwards, so a
+read beside a write could see it half applied, which DynamoDB never shows (an e2e run saw a
+batch `completed` whose `completed_at` was not there yet).
 
 Update expressions are parsed once each: moto parses a write's `UpdateExpression` twice per
 request (to check the names and values it uses, then to apply it), ~6 % of the moto
@@ -37,10 +42,10 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import moto.dynamodb.models as dynamodb_models
 from moto import backends as moto_backends
@@ -48,6 +53,9 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 _OPERATIONS = ("ConditionCheck", "Put", "Delete", "Update")
 _lock = threading.RLock()
@@ -180,6 +188,28 @@ def _isolated(write: Callable[..., Any]) -> Callable[..., Any]:
             return write(self, *args, **kwargs)
 
     return isolated
+
+
+_DYNAMODB_TARGET = "DynamoDB_"  # the `X-Amz-Target` of every DynamoDB request
+
+
+def isolated_requests(app: WSGIApplication) -> WSGIApplication:
+    """`app` with each DynamoDB request handled whole, answer included, under the lock every
+    write takes: a read sees an item as it was before a write or after it, never during."""
+
+    def handle(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if not str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith(_DYNAMODB_TARGET):
+            return app(environ, start_response)
+        with _lock:
+            answer = app(environ, start_response)
+            try:
+                return [b"".join(answer)]
+            finally:
+                close = getattr(answer, "close", None)
+                if close is not None:
+                    close()
+
+    return handle
 
 
 def uninstall() -> None:

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from moto import backends as moto_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
-from moto.dynamodb.parsing import expressions
+from moto.dynamodb.parsing import executors, expressions
 
 from batchroute_tools.local import moto_transactions
 from batchroute_tools.local.moto_server import make_moto_server
@@ -245,3 +245,42 @@ def test_an_update_expression_is_parsed_once_however_often_it_is_used(
     assert tokenized.count(update) == 1
     item = _item(dynamodb, "hashed", _key("counter", None))
     assert item is not None and item[name] == {"N": "5"}
+
+
+def test_a_read_beside_an_update_sees_the_item_before_or_after_it_never_half_applied(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an item, and an update of two attributes held after moto applied its first action
+    dynamodb.put_item(TableName="hashed", Item={**_key("b", None), "state": {"S": "running"}})
+    applied, go = threading.Event(), threading.Event()
+    real_set = executors.SetExecutor.execute
+
+    def held_set(self: Any, item: Any) -> None:
+        real_set(self, item)
+        if not applied.is_set():
+            applied.set()
+            go.wait(timeout=30)
+
+    monkeypatch.setattr(executors.SetExecutor, "execute", held_set)
+    update = threading.Thread(
+        target=dynamodb.update_item,
+        kwargs={
+            "TableName": "hashed",
+            "Key": _key("b", None),
+            "UpdateExpression": "SET #state = :done, completed_at = :at",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": {":done": {"S": "completed"}, ":at": {"S": "t"}},
+        },
+    )
+    update.start()
+    assert applied.wait(timeout=30)
+    # When the item is read meanwhile
+    seen: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: seen.append(_item(dynamodb, "hashed", _key("b", None))))
+    reader.start()
+    reader.join(timeout=0.5)  # on DynamoDB it sees the item before or after; unpatched moto, half
+    go.set()
+    update.join(timeout=30)
+    reader.join(timeout=30)
+    # Then it saw the whole update (it waited for it), never the state without its time
+    assert seen == [{**_key("b", None), "state": {"S": "completed"}, "completed_at": {"S": "t"}}]
