@@ -190,6 +190,9 @@ _POLICY_VALUES = {
         lambda n: st.tuples(st.just(n), _POLICY_VALUES[n] | _scalars)
     )
 )
+# a price cap's ceiling is the policy's own (1,000,000 USD), not the billing controls' amount's
+@example(("max_price_per_million_tokens", {"responses": {"input": 1_000_001}}))
+@example(("max_price_per_million_tokens", {"vision": {"output": 1_000_000}}))
 def test_the_route_policy_schema_admits_what_the_reader_accepts(field: tuple[str, object]) -> None:
     assert set(EDITABLE_FIELDS) <= set(_POLICY_VALUES)
     body = dict([field])

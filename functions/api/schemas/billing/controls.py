@@ -86,10 +86,11 @@ class UsdMoney(BaseModel):
     amount: str | float
 
 
+# A USD amount as a decimal string, at most 6 decimals (its bounds are the reader's to check:
+# a schema cannot bound a string's value).
+UsdText = Annotated[str, Field(pattern=rf"^[0-9]+(\.[0-9]{{1,{MAX_USD_DECIMALS}}})?$")]
 UsdAmount = Annotated[
-    Annotated[float, Field(ge=0, le=float(MAX_USD))]
-    | Annotated[str, Field(pattern=rf"^[0-9]+(\.[0-9]{{1,{MAX_USD_DECIMALS}}})?$")]
-    | UsdMoney,
+    Annotated[float, Field(ge=0, le=float(MAX_USD))] | UsdText | UsdMoney,
     Field(
         description=f"USD dollars, a number or a decimal string: at most {MAX_USD} with "
         f"{MAX_USD_DECIMALS} decimals"

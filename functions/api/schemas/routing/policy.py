@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.catalog.catalog import Catalog
-from batchroute.domain.routing.policy import MAX_LIST, UpdateRoutePolicy, parse_update
-from functions.api.schemas.billing.controls import AuditEntryOut, UsdAmount
+from batchroute.domain.routing.policy import MAX_LIST, MAX_PRICE_CAP, UpdateRoutePolicy, parse_update
+from functions.api.schemas.billing.controls import AuditEntryOut, UsdMoney, UsdText
 from functions.api.schemas.common import ContractBody, MoneyOut, as_sent, omittable, read_only
 
 RoutingMode = Literal["cheapest", "sla_aware", "public_only", "edge_only", "hybrid", "privacy_constrained"]
@@ -47,13 +47,21 @@ class RoutePolicyEnvelope(BaseModel):
     policy: RoutePolicyOut
 
 
+PriceCapUsd = Annotated[
+    Annotated[float, Field(ge=0, le=float(MAX_PRICE_CAP))] | UsdText | UsdMoney,
+    Field(
+        description=f"USD per million tokens, a number or a decimal string: 0 to {MAX_PRICE_CAP}, 6 decimals"
+    ),
+]
+
+
 class PriceCapIn(BaseModel):
     """A cap on input and/or output prices (at least one of them)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
-    input: UsdAmount | None = None
-    output: UsdAmount | None = None
+    input: PriceCapUsd | None = None
+    output: PriceCapUsd | None = None
 
 
 NameList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_LIST)]

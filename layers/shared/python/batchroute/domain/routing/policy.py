@@ -59,6 +59,8 @@ READ_ONLY_FIELDS: Final = frozenset(
 )
 ACTION_UPDATE: Final = "routing_policy.update"
 MAX_LIST: Final = 50
+# A price cap, USD per million tokens, is at most this (docs/routing-policy.md).
+MAX_PRICE_CAP: Final = Decimal(1_000_000)
 # A price cap is a USD amount with at most micro-dollar precision.
 _MICRO: Final = Decimal("0.000001")
 _Choice = TypeVar("_Choice", bound=str)
@@ -588,8 +590,8 @@ def _usd(value: Any, path: str, errors: list[dict[str, str]]) -> Decimal | None:
         amount = Decimal(str(raw))
     except InvalidOperation:
         amount = Decimal(-1)
-    if not amount.is_finite() or amount < 0 or amount > 1_000_000 or amount != amount.quantize(_MICRO):
-        message = "Must be a USD amount from 0 to 1000000, at most 6 decimals."
+    if not amount.is_finite() or amount < 0 or amount > MAX_PRICE_CAP or amount != amount.quantize(_MICRO):
+        message = f"Must be a USD amount from 0 to {MAX_PRICE_CAP}, at most 6 decimals."
         errors.append({"field": path, "message": message})
         return None
     return amount.normalize() if amount else Decimal(0)
