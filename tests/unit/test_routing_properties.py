@@ -1,6 +1,7 @@
 """Properties of the router over random catalogs, live states and requests:
 
-1. under cost-ranked modes no eligible lane is cheaper than a selected one;
+1. under cost-ranked modes no eligible lane is cheaper than a selected one, but for the lanes
+   that would stop an item's answer short, which rank after every lane that would not;
 2. no selected lane violates a gate, re-checked here independently of routing_gates.py;
 3. a routed group's items are all placed, and every lane gets exactly one verdict.
 """
@@ -12,7 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import get_args
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from batchroute.clock import isoformat
@@ -20,7 +21,7 @@ from batchroute.domain.catalog.catalog import HostedTool, Lane, LaneLive, Provid
 from batchroute.domain.routing.engine import GroupRoute, route
 from batchroute.domain.routing.gates import ROUTING_MODES, MaxPrice, RouteRequest, RoutingGuards
 from batchroute.domain.routing.items import ModelGroup
-from tests.unit.catalog_fixtures import NOW, catalog, chat_group, lane, provider
+from tests.unit.catalog_fixtures import CHAT, NOW, catalog, chat_group, lane, provider
 
 TOOLS: tuple[HostedTool, ...] = get_args(HostedTool)
 KINDS: tuple[ProviderKind, ...] = get_args(ProviderKind)
@@ -107,6 +108,13 @@ def cost(lane: Lane, group: ModelGroup) -> Decimal:
     ) / (10**6)
 
 
+def cuts_output(lane: Lane, group: ModelGroup) -> bool:
+    """docs/routing.md, Routing modes: a lane whose `max_output_tokens` is below the largest
+    output an item asks for ranks after every lane that can produce it (it looks cheaper only
+    because it produces less)."""
+    return group.max_output_tokens > lane.max_output_tokens
+
+
 def violations(world: World, lane: Lane, item_count: int) -> list[str]:
     """Every gate, re-stated from docs/routing.md rather than imported."""
     group, request, guards = world.group, world.request, world.guards
@@ -181,8 +189,29 @@ def test_no_selected_lane_violates_a_gate(world: World) -> None:
             assert (receipt.code, receipt.reasons) == (failed[0], tuple(failed))
 
 
+# Drawn afresh once (HYPOTHESIS_PROFILE=explore): an item asks for 257 output tokens; the lane
+# stopping at 256 costs less (it produces less) and must still rank after the one that can.
+_SHORT_LANE = World(
+    [provider("p0"), provider("p1")],
+    [
+        lane("p0", batch_in="0.01", batch_out="0.01", max_output=256),
+        lane("p1", batch_in="0.01", batch_out="0.01"),
+    ],
+    {
+        f"p{i}/{CHAT}": LaneLive(
+            lane_id=f"p{i}/{CHAT}", remaining_capacity_items=1, last_heartbeat_at=isoformat(NOW)
+        )
+        for i in (0, 1)
+    },
+    chat_group(1, max_output_tokens=257),
+    RouteRequest(routing_mode="cheapest"),
+    RoutingGuards(heartbeat_ttl_seconds=TTL),
+)
+
+
 @settings(max_examples=300, deadline=None)
 @given(worlds())
+@example(_SHORT_LANE)
 def test_under_cost_ranked_modes_no_eligible_lane_is_cheaper_than_the_selected(world: World) -> None:
     if world.request.routing_mode not in COST_RANKED:
         return
@@ -190,7 +219,11 @@ def test_under_cost_ranked_modes_no_eligible_lane_is_cheaper_than_the_selected(w
     eligible = [one for one in world.lanes if violations(world, one, world.group.item_count) == []]
     if len(group.selected) == 1:
         chosen = next(one for one in world.lanes if one.lane_id == group.selected[0].lane_id)
-        assert all(cost(chosen, world.group) <= cost(other, world.group) for other in eligible)
+        short = cuts_output(chosen, world.group)
+        # a lane that stops answers short is chosen only when every eligible lane would
+        assert not short or all(cuts_output(other, world.group) for other in eligible)
+        rivals = [other for other in eligible if cuts_output(other, world.group) == short]
+        assert all(cost(chosen, world.group) <= cost(other, world.group) for other in rivals)
     if eligible:  # a lane with room for all existed, so the group was not split
         assert len(group.selected) == 1
 
