@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import set_update, update_request
+from batchroute.adapters.dynamo.codec import NEW, put_request, set_update, to_item, update_request
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
     condition_failed_at,
@@ -135,6 +135,26 @@ def test_an_update_request_encodes_its_plain_values_and_leaves_out_what_it_was_n
         "ConditionExpression": "#s = :old",
         "ExpressionAttributeNames": {"#s": "status"},
         "ExpressionAttributeValues": {":s": {"S": "b"}, ":old": {"S": "a"}},
+    }
+
+
+# -- the one PutItem builder, the same way -----------------------------------------------------
+def test_a_put_request_keeps_its_encoded_item_and_encodes_its_plain_values() -> None:
+    item = to_item({"pk": "FILE#f1", "sk": "META", "status": "ready", "bytes": 12})
+    assert put_request("t", item) == {"TableName": "t", "Item": item}
+    assert put_request("t", item, condition=NEW) == {
+        "TableName": "t",
+        "Item": item,
+        "ConditionExpression": "attribute_not_exists(pk)",
+    }
+    assert put_request(
+        "t", item, condition="#s = :old", names={"#s": "status"}, values={":old": "uploaded"}
+    ) == {
+        "TableName": "t",
+        "Item": item,
+        "ConditionExpression": "#s = :old",
+        "ExpressionAttributeNames": {"#s": "status"},
+        "ExpressionAttributeValues": {":old": {"S": "uploaded"}},
     }
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import NEW, plain, to_item, to_value
 from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
+from batchroute.adapters.dynamo.writes import conditional_update
 from batchroute.domain.delivery.buckets import DeliveryError, DeliveryRecord, TargetDelivery
 from batchroute.domain.stored import from_stored
 
@@ -48,17 +48,14 @@ class BucketDeliveries(LeasedStore):
         if record.next_attempt_at is not None:
             item["gsi1pk"] = to_value(DUE_PARTITION)
             item["gsi1sk"] = to_value(due_sort_key(record.next_attempt_at, record.batch_id))
-        kwargs: dict[str, Any] = {"TableName": self.table_name, "Item": item}
         if replacing is None:
-            kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
-            kwargs["ConditionExpression"] = "#state = :previous AND attempts = :attempts"
-            kwargs["ExpressionAttributeNames"] = {"#state": "state"}
-            kwargs["ExpressionAttributeValues"] = {
-                ":previous": to_value(replacing.state),
-                ":attempts": to_value(replacing.attempts),
-            }
-        return conditional_put(self.dynamodb, **kwargs)
+            return self.put_where(item, condition=NEW)
+        return self.put_where(
+            item,
+            condition="#state = :previous AND attempts = :attempts",
+            names={"#state": "state"},
+            values={":previous": replacing.state, ":attempts": replacing.attempts},
+        )
 
     def claim(self, batch_id: str, *, attempt: int, now_iso: str, lease_until_iso: str) -> bool:
         """pending|failed -> delivering for attempt number `attempt` (`LeasedStore.claim_attempt`)."""

@@ -96,7 +96,32 @@ def update_request(
 ) -> dict[str, Any]:
     """The one way an UpdateItem request (or a transaction's `Update`) is built: `values`
     are plain (encoded here), `condition` None for an unconditional write."""
-    request: dict[str, Any] = {"TableName": table_name, "Key": dict(key), "UpdateExpression": expression}
+    request = {"TableName": table_name, "Key": dict(key), "UpdateExpression": expression}
+    return request | _conditions(condition, names, values)
+
+
+NEW = "attribute_not_exists(pk)"  # no item is there yet (a put never overwrites one)
+
+
+def put_request(
+    table_name: str,
+    item: Mapping[str, Any],
+    *,
+    condition: str | None = None,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """The one way a PutItem request (or a transaction's `Put`) is built, as `update_request`
+    builds an update: `item` encoded (`to_item`), `values` plain (encoded here), `condition`
+    None for an unconditional write."""
+    return {"TableName": table_name, "Item": dict(item)} | _conditions(condition, names, values)
+
+
+def _conditions(
+    condition: str | None, names: Mapping[str, str] | None, values: Mapping[str, object] | None
+) -> dict[str, Any]:
+    """A request's condition and the names and values (encoded here) its expressions use."""
+    request: dict[str, Any] = {}
     if condition is not None:
         request["ConditionExpression"] = condition
     if names:

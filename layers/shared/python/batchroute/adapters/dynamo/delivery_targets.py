@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import EXISTS, to_item, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, to_item
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put, put_new
+from batchroute.adapters.dynamo.writes import put_new
 from batchroute.domain.delivery.targets import DeliveryTarget, LastTest
 from batchroute.domain.stored import from_stored
 
@@ -56,12 +56,10 @@ class DeliveryTargetStore(DynamoStore):
 
     def replace(self, target: DeliveryTarget, *, expected_updated_at: str) -> bool:
         """Overwrite an existing target, only if nobody changed it since it was read."""
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(_target_item(target)),
-            ConditionExpression="attribute_exists(pk) AND updated_at = :seen",
-            ExpressionAttributeValues={":seen": to_value(expected_updated_at)},
+        return self.put_where(
+            to_item(_target_item(target)),
+            condition="attribute_exists(pk) AND updated_at = :seen",
+            values={":seen": expected_updated_at},
         )
 
     def record_test(self, org_id: str, target_id: str, test: LastTest) -> None:

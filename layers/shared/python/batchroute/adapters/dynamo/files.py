@@ -20,7 +20,6 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import plain, to_item
 from batchroute.adapters.dynamo.reads import index_before
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put
 from batchroute.domain.batches.files import FileRecord, FileStatus
 from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.stored import from_stored
@@ -41,13 +40,11 @@ class FileStore(DynamoStore):
 
     def replace(self, record: FileRecord, *, expected_status: FileStatus) -> bool:
         """Write `record` only if the stored one is still `expected_status`; False if it moved on."""
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(_values(record)),
-            ConditionExpression="#status = :expected",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":expected": {"S": expected_status}},
+        return self.put_where(
+            to_item(_values(record)),
+            condition="#status = :expected",
+            names={"#status": "status"},
+            values={":expected": expected_status},
         )
 
     def awaiting_check(self, before: str, *, limit: int = 100) -> list[str]:

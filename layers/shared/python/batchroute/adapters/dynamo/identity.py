@@ -11,7 +11,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import EXISTS, from_item, to_item, update_request
+from batchroute.adapters.dynamo.codec import EXISTS, NEW, from_item, put_request, to_item, update_request
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import transact_unless_refused, written
@@ -50,10 +50,7 @@ def key_unrevoked_check(table_name: str, key_hash: str) -> dict[str, Any]:
 class IdentityStore(DynamoStore):
     # -- items ---------------------------------------------------------------------------
     def _put(self, values: dict[str, Any], *, condition: str | None = None) -> TransactItem:
-        put: dict[str, Any] = {"TableName": self.table_name, "Item": to_item(values)}
-        if condition:
-            put["ConditionExpression"] = condition
-        return {"Put": put}
+        return {"Put": put_request(self.table_name, to_item(values), condition=condition)}
 
     def _get(self, pk: str, sk: str = "META") -> dict[str, Any] | None:
         return self.item_at(_meta_key(pk, sk))
@@ -67,7 +64,7 @@ class IdentityStore(DynamoStore):
     def email_claim_item(self, user: User) -> TransactItem:
         return self._put(
             {"pk": f"EMAIL#{user.email}", "sk": "CLAIM", "kind": "email_claim", "user_id": user.user_id},
-            condition="attribute_not_exists(pk)",
+            condition=NEW,
         )
 
     def key_item(self, key: ApiKey) -> TransactItem:
@@ -76,7 +73,7 @@ class IdentityStore(DynamoStore):
             "api_key",
             key,
             listed_as=f"KEY#{key.key_id}",
-            condition="attribute_not_exists(pk)",
+            condition=NEW,
         )
 
     def _org_listed(

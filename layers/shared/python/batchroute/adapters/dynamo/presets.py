@@ -22,11 +22,12 @@ import json
 from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import (
+    NEW,
     decimals,
     from_item,
     plain,
+    put_request,
     to_item,
-    to_value,
     update_request,
     with_floats,
 )
@@ -74,8 +75,8 @@ class PresetStore(DynamoStore):
         written = self.transact(
             [
                 self.count_up(_count_key(org_id), limit=limit),
-                self._put(_head_item(preset), "attribute_not_exists(pk)"),
-                self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
+                self._put(_head_item(preset), NEW),
+                self._put(_version_item(preset.latest), NEW),
             ]
         )
         if written:
@@ -116,7 +117,7 @@ class PresetStore(DynamoStore):
         services/schedules/regression.py)."""
         sk = f"{BENCH_PREFIX}{name}#{int(regression['version']):06d}#{regression['regression_id']}"
         values = decimals({"pk": f"ORG#{org_id}", "sk": sk, "kind": "preset_benchmark", **regression})
-        return {"Put": {"TableName": self.table_name, "Item": to_item(values)}}
+        return {"Put": put_request(self.table_name, to_item(values))}
 
     def benchmarks(self, org_id: str, name: str, version: int) -> list[RegressionRecord]:
         """A version's regression runs, newest first (a version keeps few: each is paid),
@@ -189,21 +190,14 @@ class PresetStore(DynamoStore):
 
     def _next_version(self, preset: Preset, condition: str, seen_version: int) -> list[dict[str, Any]]:
         return [
-            self._put(_head_item(preset), condition, {":seen": to_value(seen_version)}),
-            self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
+            self._put(_head_item(preset), condition, {":seen": seen_version}),
+            self._put(_version_item(preset.latest), NEW),
         ]
 
     def _put(
-        self, item: dict[str, Any], condition: str, values: dict[str, Any] | None = None
+        self, item: dict[str, Any], condition: str, values: dict[str, object] | None = None
     ) -> dict[str, Any]:
-        put: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Item": to_item(item),
-            "ConditionExpression": condition,
-        }
-        if values:
-            put["ExpressionAttributeValues"] = values
-        return {"Put": put}
+        return {"Put": put_request(self.table_name, to_item(item), condition=condition, values=values)}
 
 
 def _version_values(version: PresetVersion) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from batchroute.adapters.dynamo.codec import (
     decimals,
     from_item,
     plain,
+    put_request,
     set_update,
     to_item,
     to_value,
@@ -101,31 +102,24 @@ class ScheduleStore(DynamoStore):
         """Overwrite the schedule if its version is still `seen_version` (with a new
         version's snapshot when `new_version`); False when someone changed it meanwhile."""
         put = {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(_item(schedule)),
-                "ConditionExpression": "attribute_exists(pk) AND version = :seen",
-                "ExpressionAttributeValues": {":seen": to_value(seen_version)},
-            }
+            "Put": put_request(
+                self.table_name,
+                to_item(_item(schedule)),
+                condition="attribute_exists(pk) AND version = :seen",
+                values={":seen": seen_version},
+            )
         }
         items = [put, self._version_put(schedule)] if new_version else [put]
         return conditional_transaction(self.dynamodb, TransactItems=items)
 
     def _version_put(self, schedule: Schedule) -> dict[str, Any]:
         version = ScheduleVersion.of(schedule)
-        return {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(
-                    {
-                        "pk": f"{_PREFIX}{schedule.schedule_id}",
-                        "sk": version_sk(version.version),
-                        **decimals(asdict(version)),
-                    }
-                ),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
+        values = {
+            "pk": f"{_PREFIX}{schedule.schedule_id}",
+            "sk": version_sk(version.version),
+            **decimals(asdict(version)),
         }
+        return put_new(self.table_name, values)
 
     def get(self, org_id: str, schedule_id: str) -> Schedule | None:
         return self.read_at(_key(org_id, schedule_id), schedule_from_item)
@@ -235,7 +229,7 @@ class ScheduleStore(DynamoStore):
         charged it: services/schedules/regression.py)."""
         sk = f"BENCH#{int(regression['version']):06d}#{regression['regression_id']}"
         values = decimals({"pk": f"{_PREFIX}{schedule_id}", "sk": sk, **regression})
-        return {"Put": {"TableName": self.table_name, "Item": to_item(values)}}
+        return {"Put": put_request(self.table_name, to_item(values))}
 
     def benchmarks(self, schedule_id: str, version: int) -> list[RegressionRecord]:
         """One version's regression runs, newest first (without their keys)."""

@@ -1,9 +1,9 @@
 """What every DynamoDB store shares: its table and a client (the cached one unless injected);
 the one way each reads an item by key (`item_at`, `read_at`), writes a new one (`insert`),
-overwrites one as read at a version (`versioned_put`) and updates one under a condition
-(`update_where`); and the pieces of the transactions several stores write: an org's per-kind
-count kept under a limit, and a transaction whose refused condition is an answer, not an
-error."""
+overwrites one as read at a version (`versioned_put`) and puts or updates one under a
+condition (`put_where`, `update_where`); and the pieces of the transactions several stores
+write: an org's per-kind count kept under a limit, and a transaction whose refused condition
+is an answer, not an error."""
 
 from __future__ import annotations
 
@@ -12,9 +12,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from batchroute.adapters.aws import shared_client
-from batchroute.adapters.dynamo.codec import from_item, to_item, update_request
+from batchroute.adapters.dynamo.codec import from_item, put_request, to_item, update_request
 from batchroute.adapters.dynamo.reads import every_item
-from batchroute.adapters.dynamo.writes import at_version, conditional_transaction, conditional_update, put_new
+from batchroute.adapters.dynamo.writes import (
+    at_version,
+    conditional_put,
+    conditional_transaction,
+    conditional_update,
+    put_new,
+)
 
 Record = TypeVar("Record")
 
@@ -37,7 +43,7 @@ class DynamoStore:
     def versioned_put(self, values: dict[str, Any], expected_version: int | None) -> dict[str, Any]:
         """The PutItem request of `values` over the item as read at `expected_version`
         (`at_version`: refused when someone saved or created it since)."""
-        return {"TableName": self.table_name, "Item": to_item(values), **at_version(expected_version)}
+        return {**put_request(self.table_name, to_item(values)), **at_version(expected_version)}
 
     def read_at(self, key: dict[str, Any], record: Callable[[dict[str, Any]], Record]) -> Record | None:
         """`record` of the item at `key` (read consistently, as plain values); None when
@@ -60,6 +66,19 @@ class DynamoStore:
             self.table_name, key, expression, condition=condition, names=names, values=values
         )
         return conditional_update(self.dynamodb, **request)
+
+    def put_where(
+        self,
+        item: dict[str, Any],
+        *,
+        condition: str,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, object] | None = None,
+    ) -> bool:
+        """One PutItem of `item` (encoded: `to_item`) under `condition` (`put_request`:
+        `values` plain); False when the condition did not hold."""
+        request = put_request(self.table_name, item, condition=condition, names=names, values=values)
+        return conditional_put(self.dynamodb, **request)
 
     def query_all(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item of one Query as plain values, page after page (a page ends at 1 MB)."""

@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, plain, to_item, to_value
+from batchroute.adapters.dynamo.codec import NEW, from_item, plain, to_item, to_value
 from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
+from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
 from batchroute.domain.delivery.webhooks import WebhookAttempt, WebhookDeliveryRecord
 from batchroute.domain.stored import from_stored
 
@@ -79,12 +79,7 @@ class WebhookDeliveries(LeasedStore):
             "gsi1pk": to_value(DUE_PARTITION),
             "gsi1sk": to_value(due_sort_key(str(delivery.next_attempt_at), delivery.delivery_id)),
         }
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=item,
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        return self.put_where(item, condition=NEW)
 
     def get(self, batch_id: str, delivery_id: str) -> WebhookDeliveryRecord | None:
         return self.read_at(self._key(batch_id, delivery_id), _delivery)

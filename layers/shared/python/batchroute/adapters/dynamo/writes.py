@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import NEW, is_condition_failure, put_request, to_item, to_value
 
 CONDITION_FAILED = "ConditionalCheckFailed"  # a cancellation reason's code
 
@@ -49,9 +49,7 @@ def conditional_put(dynamodb: Any, **request: Any) -> bool:
 
 def put_if_new(dynamodb: Any, table_name: str, values: dict[str, Any]) -> bool:
     """PutItem of `values` as a new item; False when an item with its key exists (it stays)."""
-    return conditional_put(
-        dynamodb, TableName=table_name, Item=to_item(values), ConditionExpression="attribute_not_exists(pk)"
-    )
+    return conditional_put(dynamodb, **put_request(table_name, to_item(values), condition=NEW))
 
 
 def conditional_delete(dynamodb: Any, **request: Any) -> bool:
@@ -112,7 +110,7 @@ def at_version(expected: int | None) -> dict[str, Any]:
     concurrency: refused when someone saved it since); 0 or None: read as absent, so refused
     when someone created it since."""
     if not expected:
-        return {"ConditionExpression": "attribute_not_exists(pk)"}
+        return {"ConditionExpression": NEW}
     return {
         "ConditionExpression": "version = :version",
         "ExpressionAttributeValues": {":version": to_value(expected)},
@@ -121,10 +119,4 @@ def at_version(expected: int | None) -> dict[str, Any]:
 
 def put_new(table_name: str, values: dict[str, Any]) -> dict[str, Any]:
     """A transaction item writing `values` as a new item: refused if its key exists."""
-    return {
-        "Put": {
-            "TableName": table_name,
-            "Item": to_item(values),
-            "ConditionExpression": "attribute_not_exists(pk)",
-        }
-    }
+    return {"Put": put_request(table_name, to_item(values), condition=NEW)}
