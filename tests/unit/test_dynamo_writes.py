@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import NEW, put_request, set_update, to_item, update_request
+from batchroute.adapters.dynamo.codec import (
+    NEW,
+    delete_request,
+    put_request,
+    set_update,
+    to_item,
+    update_request,
+)
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
     condition_failed_at,
@@ -155,6 +162,17 @@ def test_a_put_request_keeps_its_encoded_item_and_encodes_its_plain_values() -> 
         "ConditionExpression": "#s = :old",
         "ExpressionAttributeNames": {"#s": "status"},
         "ExpressionAttributeValues": {":old": {"S": "uploaded"}},
+    }
+
+
+def test_a_delete_request_keeps_its_key_and_encodes_its_plain_values() -> None:
+    key = {"pk": {"S": "BATCH#b1"}, "sk": {"S": "RECLAIM"}}
+    assert delete_request("t", key) == {"TableName": "t", "Key": key}
+    assert delete_request("t", key, condition="gsi2sk = :seen", values={":seen": "2026#b1"}) == {
+        "TableName": "t",
+        "Key": key,
+        "ConditionExpression": "gsi2sk = :seen",
+        "ExpressionAttributeValues": {":seen": {"S": "2026#b1"}},
     }
 
 

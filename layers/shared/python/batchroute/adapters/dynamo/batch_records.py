@@ -20,8 +20,10 @@ from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import (
     decimals,
+    delete_request,
     from_item,
     plain,
+    put_request,
     set_update,
     to_item,
     to_value,
@@ -38,7 +40,6 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
     condition_failed_at,
-    conditional_delete,
     conditional_update,
     put_if_new,
     put_new,
@@ -78,6 +79,21 @@ PLAN_FIELDS = ("plan", "chunk_models", "intake", "routing_fields", "fees")
 
 def batch_key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}}
+
+
+def _reclaim_key(batch_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}}
+
+
+def _reclaim_entry(batch_id: str, review_at: str) -> dict[str, Any]:
+    """The batch's entry on the reclaim index, to be looked at `review_at`."""
+    return {
+        "pk": f"BATCH#{batch_id}",
+        "sk": "RECLAIM",
+        "kind": "reclaim",
+        "gsi2pk": RECLAIM_PARTITION,
+        "gsi2sk": f"{review_at}#{batch_id}",
+    }
 
 
 def lane_values(batch_id: str, lane: LaneRecord) -> dict[str, Any]:
@@ -207,34 +223,19 @@ class BatchRecords(DynamoStore):
     def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool:
         """Put the batch on the reclaim index once; False when it is there already (a
         repeated Finalize keeps the first schedule and whatever the sweeper made of it)."""
-        entry = {
-            "pk": f"BATCH#{batch_id}",
-            "sk": "RECLAIM",
-            "kind": "reclaim",
-            "gsi2pk": RECLAIM_PARTITION,
-            "gsi2sk": f"{review_at}#{batch_id}",
-        }
-        return put_if_new(self.dynamodb, self.table_name, entry)
+        return put_if_new(self.dynamodb, self.table_name, _reclaim_entry(batch_id, review_at))
 
     def _drop_orphan_entry(self, batch_id: str) -> TransactItem:
         """The create transaction's removal of the entry put before the input chunks were
         written (`schedule_reclaim` by batch create): with the batch committed, its chunks are
         the batch's; without it, the entry leads retention to chunks no batch owns."""
-        key = to_item({"pk": f"BATCH#{batch_id}", "sk": "RECLAIM"})
-        return {"Delete": {"TableName": self.table_name, "Key": key}}
+        return {"Delete": delete_request(self.table_name, _reclaim_key(batch_id))}
 
     def reclaim_now(self, batch_id: str, *, at: str) -> None:
         """Put the batch's entry due at `at`, whatever it was (the vendor-compatible surface
         deleted its files: docs/compat.md). A sweep that read the old entry finds its
         conditional move or drop refused; the next one reclaims from the new entry."""
-        entry = {
-            "pk": f"BATCH#{batch_id}",
-            "sk": "RECLAIM",
-            "kind": "reclaim",
-            "gsi2pk": RECLAIM_PARTITION,
-            "gsi2sk": f"{at}#{batch_id}",
-        }
-        self.dynamodb.put_item(TableName=self.table_name, Item=to_item(entry))
+        self.dynamodb.put_item(**put_request(self.table_name, to_item(_reclaim_entry(batch_id, at))))
 
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
         """`(batch_id, entry)` of the batches whose review time is before `now_iso`, at most
@@ -258,7 +259,7 @@ class BatchRecords(DynamoStore):
         """Move the entry to `review_at` (a re-check of a kept batch's settings, `recheck`, or
         its reclaim time), only if it is still the `seen` one (concurrent sweeps)."""
         return self.update_where(
-            {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
+            _reclaim_key(batch_id),
             "SET gsi2sk = :next, gsi2pk = :lane",
             condition="gsi2sk = :seen",
             values={
@@ -270,13 +271,7 @@ class BatchRecords(DynamoStore):
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool:
         """Take the batch off the reclaim index (its bytes are gone), if the entry is `seen`."""
-        return conditional_delete(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
-            ConditionExpression="gsi2sk = :seen",
-            ExpressionAttributeValues={":seen": to_value(seen)},
-        )
+        return self.delete_where(_reclaim_key(batch_id), condition="gsi2sk = :seen", values={":seen": seen})
 
     def mark_reclaimed(self, batch_id: str, *, at: str) -> bool:
         """Record on META that the result bytes are being reclaimed (before any is deleted, so

@@ -117,6 +117,18 @@ def put_request(
     return {"TableName": table_name, "Item": dict(item)} | _conditions(condition, names, values)
 
 
+def delete_request(
+    table_name: str,
+    key: Mapping[str, Any],
+    *,
+    condition: str | None = None,
+    values: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """The one way a DeleteItem request (or a transaction's `Delete`) is built, as
+    `update_request` builds an update: `values` plain (encoded here)."""
+    return {"TableName": table_name, "Key": dict(key)} | _conditions(condition, None, values)
+
+
 def _conditions(
     condition: str | None, names: Mapping[str, str] | None, values: Mapping[str, object] | None
 ) -> dict[str, Any]:

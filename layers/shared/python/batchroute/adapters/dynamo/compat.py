@@ -29,7 +29,7 @@ from batchroute.adapters.dynamo.codec import from_item, plain, set_update, to_va
 from batchroute.adapters.dynamo.files import file_key, file_record
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_delete, put_new, written
+from batchroute.adapters.dynamo.writes import put_new, written
 from batchroute.domain.batches.files import FileRecord
 from batchroute.domain.compat.batches import BODY_FORMATS, OutputFile
 from batchroute.domain.compat.uploads import UploadPart, UploadRecord
@@ -133,12 +133,7 @@ class CompatStore(DynamoStore):
 
     def delete_input_file(self, file_id: str) -> bool:
         """Delete an input file's record; False when it is gone already."""
-        return conditional_delete(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=file_key(file_id),
-            ConditionExpression="attribute_exists(pk)",
-        )
+        return self.delete_where(file_key(file_id))
 
     def files(
         self, org_id: str, *, after: str | None, descending: bool, purpose: str | None

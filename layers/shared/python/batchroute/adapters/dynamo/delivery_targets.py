@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import EXISTS, to_item
+from batchroute.adapters.dynamo.codec import EXISTS, delete_request, to_item
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import put_new
@@ -75,13 +75,7 @@ class DeliveryTargetStore(DynamoStore):
         """Remove the target and lower the count; False when there is no such target."""
         return self.transact(
             [
-                {
-                    "Delete": {
-                        "TableName": self.table_name,
-                        "Key": _key(org_id, target_id),
-                        "ConditionExpression": "attribute_exists(pk)",
-                    }
-                },
+                {"Delete": delete_request(self.table_name, _key(org_id, target_id), condition=EXISTS)},
                 self.count_down(_count_key(org_id)),
             ]
         )

@@ -33,7 +33,6 @@ from batchroute.adapters.dynamo.codec import (
 from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
-    conditional_delete,
     conditional_transaction,
     put_if_new,
     put_new,
@@ -139,12 +138,7 @@ class ScheduleStore(DynamoStore):
         return page, (page[-1].schedule_id if len(found) > limit else None)
 
     def delete(self, org_id: str, schedule_id: str) -> bool:
-        return conditional_delete(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_key(org_id, schedule_id),
-            ConditionExpression="attribute_exists(pk)",
-        )
+        return self.delete_where(_key(org_id, schedule_id))
 
     def advance(self, schedule: Schedule, *, fired_at: str, next_fire_at: str | None) -> bool:
         """Move an active schedule past a fire (conditional on the fire it was due for)."""

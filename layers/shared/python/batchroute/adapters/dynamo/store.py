@@ -1,9 +1,9 @@
 """What every DynamoDB store shares: its table and a client (the cached one unless injected);
 the one way each reads an item by key (`item_at`, `read_at`), writes a new one (`insert`),
-overwrites one as read at a version (`versioned_put`) and puts or updates one under a
-condition (`put_where`, `update_where`); and the pieces of the transactions several stores
-write: an org's per-kind count kept under a limit, and a transaction whose refused condition
-is an answer, not an error."""
+overwrites one as read at a version (`versioned_put`) and puts, updates or deletes one
+under a condition (`put_where`, `update_where`, `delete_where`); and the pieces of the
+transactions several stores write: an org's per-kind count kept under a limit, and a
+transaction whose refused condition is an answer, not an error."""
 
 from __future__ import annotations
 
@@ -12,10 +12,18 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from batchroute.adapters.aws import shared_client
-from batchroute.adapters.dynamo.codec import from_item, put_request, to_item, update_request
+from batchroute.adapters.dynamo.codec import (
+    EXISTS,
+    delete_request,
+    from_item,
+    put_request,
+    to_item,
+    update_request,
+)
 from batchroute.adapters.dynamo.reads import every_item
 from batchroute.adapters.dynamo.writes import (
     at_version,
+    conditional_delete,
     conditional_put,
     conditional_transaction,
     conditional_update,
@@ -79,6 +87,14 @@ class DynamoStore:
         `values` plain); False when the condition did not hold."""
         request = put_request(self.table_name, item, condition=condition, names=names, values=values)
         return conditional_put(self.dynamodb, **request)
+
+    def delete_where(
+        self, key: dict[str, Any], *, condition: str = EXISTS, values: Mapping[str, object] | None = None
+    ) -> bool:
+        """One DeleteItem of the item at `key` under `condition` (by default: that it is
+        there); False when the condition did not hold."""
+        request = delete_request(self.table_name, key, condition=condition, values=values)
+        return conditional_delete(self.dynamodb, **request)
 
     def query_all(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item of one Query as plain values, page after page (a page ends at 1 MB)."""
