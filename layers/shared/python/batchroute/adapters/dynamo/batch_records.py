@@ -23,9 +23,7 @@ from batchroute.adapters.dynamo.codec import (
     delete_request,
     from_item,
     plain,
-    put_request,
     set_update,
-    to_item,
     to_value,
     update_request,
 )
@@ -235,7 +233,7 @@ class BatchRecords(DynamoStore):
         """Put the batch's entry due at `at`, whatever it was (the vendor-compatible surface
         deleted its files: docs/compat.md). A sweep that read the old entry finds its
         conditional move or drop refused; the next one reclaims from the new entry."""
-        self.dynamodb.put_item(**put_request(self.table_name, to_item(_reclaim_entry(batch_id, at))))
+        self.overwrite(_reclaim_entry(batch_id, at))
 
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
         """`(batch_id, entry)` of the batches whose review time is before `now_iso`, at most

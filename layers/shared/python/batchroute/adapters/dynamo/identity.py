@@ -170,7 +170,7 @@ class IdentityStore(DynamoStore):
             "ttl": _epoch(session.expires_at),
             **asdict(session),
         }
-        self.dynamodb.put_item(TableName=self.table_name, Item=to_item(values))
+        self.overwrite(values)
 
     def session_by_hash(self, token_hash: str) -> Session | None:
         item = self._get(f"SESSION#{token_hash}")
@@ -206,7 +206,7 @@ class IdentityStore(DynamoStore):
             "expires_at": expires_at,
             "ttl": _epoch(expires_at),
         }
-        self.dynamodb.put_item(TableName=self.table_name, Item=to_item(values))
+        self.overwrite(values)
 
     def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None:
         """The token's user id, once: a used, expired or unknown token gives None."""

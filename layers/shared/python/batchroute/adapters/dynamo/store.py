@@ -1,8 +1,8 @@
 """What every DynamoDB store shares: its table and a client (the cached one unless injected);
-the one way each reads an item by key (`item_at`, `read_at`), writes a new one (`insert`),
-overwrites one as read at a version (`versioned_put`) and puts, updates or deletes one
-under a condition (`put_where`, `update_where`, `delete_where`); and the pieces of the
-transactions several stores write: an org's per-kind count kept under a limit, and a
+the one way each reads an item by key (`item_at`, `read_at`), writes one (`overwrite`) or a new one
+(`insert`), overwrites one as read at a version (`versioned_put`) and puts, updates or
+deletes one under a condition (`put_where`, `update_where`, `delete_where`); and the pieces of
+the transactions several stores write: an org's per-kind count kept under a limit, and a
 transaction whose refused condition is an answer, not an error."""
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ class DynamoStore:
         """The item at `key`, read consistently, as plain values; None when there is none."""
         response = self.dynamodb.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)
         return from_item(response["Item"]) if "Item" in response else None
+
+    def overwrite(self, values: dict[str, Any]) -> None:
+        """PutItem of `values`, in place of whatever item is at its key."""
+        self.dynamodb.put_item(**put_request(self.table_name, to_item(values)))
 
     def insert(self, values: dict[str, Any]) -> None:
         """PutItem of `values` as a new item: its id is fresh, so an item already at its key
