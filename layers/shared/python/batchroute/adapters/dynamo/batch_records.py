@@ -448,20 +448,14 @@ class BatchRecords(DynamoStore):
     ) -> tuple[list[BatchRecord], str | None]:
         """An org's batches newest first; `start_after` is the last batch id of the previous page."""
         found: list[BatchRecord] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": "gsi1",
-            "KeyConditionExpression": "gsi1pk = :p AND begins_with(gsi1sk, :b)",
-            "ExpressionAttributeValues": {":p": to_value(f"ORG#{org_id}"), ":b": to_value("BATCH#")},
-            "ScanIndexForward": False,
-        }
+        org = f"ORG#{org_id}"
+        options: dict[str, Any] = {"ScanIndexForward": False, "Limit": max(limit * 2, 20)}
         if start_after:
-            kwargs["KeyConditionExpression"] = "gsi1pk = :p AND gsi1sk < :after"
-            kwargs["ExpressionAttributeValues"] = {
-                ":p": to_value(f"ORG#{org_id}"),
-                ":after": to_value(f"BATCH#{start_after}"),
-            }
-        for response in pages(self.dynamodb.query, {**kwargs, "Limit": max(limit * 2, 20)}):
+            # below the previous page's last batch: nothing under ORG# sorts before BATCH#
+            request = index_before(self.table_name, "gsi1", org, f"BATCH#{start_after}", **options)
+        else:
+            request = prefix_query(self.table_name, org, "BATCH#", index="gsi1", **options)
+        for response in pages(self.dynamodb.query, request):
             for raw in response.get("Items", []):
                 item = from_item(raw)
                 if states is None or item.get("state") in states:
