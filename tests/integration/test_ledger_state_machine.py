@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -52,7 +52,7 @@ from batchroute.domain.billing.ledger import (
     period_keys,
 )
 from batchroute.domain.billing.reconciliation import LedgerCredit
-from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.billing.spending_limit import LimitGuard, next_period_key
 from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
@@ -304,6 +304,10 @@ TestLedgerStateMachine = LedgerMachine.TestCase
 CONTROLS_TABLE = "machine-controls"
 NOW = INSTANTS[0]  # the submit instant: its local day is the limit's period
 DAY_KEY = period_keys(NOW, ZONE)["daily"]
+# ... and the next local day, where a settlement at INSTANTS[1] charges (UTC+14: 00:00 there):
+# a hard guard bounds by the larger spend of the two and asserts neither grew since its read
+# (domain/billing/spending_limit.py)
+NEXT_DAY_KEY = next_period_key(DAY_KEY)
 
 
 def create_controls_table(dynamodb: Any, name: str) -> None:
@@ -385,7 +389,7 @@ class HardLimitLedgerMachine(LedgerMachine):
 
     @rule(target=prepared, amount=AMOUNTS)
     def read_the_limit(self, amount: int) -> Prepared:
-        controls, spent = self.checks.read(self.store.dynamodb, ORG, [DAY_KEY])
+        controls, spent = self.checks.read(self.store.dynamodb, ORG, [DAY_KEY, NEXT_DAY_KEY])
         assert controls is not None and controls.limit_amount is not None
         guard = LimitGuard(
             hard=True,
@@ -394,6 +398,7 @@ class HardLimitLedgerMachine(LedgerMachine):
             period="daily",
             period_key=DAY_KEY,
             spent_micros=spent.get(DAY_KEY, 0),
+            next_spent_micros=spent.get(NEXT_DAY_KEY, 0),
         )
         return Prepared(self._next_id(), amount, guard)
 
@@ -406,6 +411,7 @@ class HardLimitLedgerMachine(LedgerMachine):
             and cap is not None
             and model.reserved <= cap
             and model.spend.get(DAY_KEY, 0) <= submit.guard.spent_micros
+            and model.spend.get(NEXT_DAY_KEY, 0) <= submit.guard.next_spent_micros
             and submit.guard.version == self.version
         )
         items = [
@@ -446,7 +452,8 @@ class HardLimitLedgerMachine(LedgerMachine):
     @invariant()
     def the_hard_limit_is_never_exceeded(self) -> None:
         stored = self.store.snapshot(ORG)
-        assert stored.spend.get(DAY_KEY, 0) + stored.reserved <= self.limit
+        for day in (DAY_KEY, NEXT_DAY_KEY):
+            assert stored.spend.get(day, 0) + stored.reserved <= self.limit
 
 
 HardLimitLedgerMachine.TestCase.settings = settings(
@@ -456,3 +463,29 @@ HardLimitLedgerMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestHardLimitLedgerStateMachine = HardLimitLedgerMachine.TestCase
+
+
+@settings(max_examples=1, database=None, deadline=None)
+@given(st.just(None))  # only to run the machine's rules inside a test (they record events)
+def test_a_hard_guard_stale_on_the_next_local_day_is_refused_and_a_fresh_one_accepted(nothing: None) -> None:
+    """Drawn afresh, the machine found a guard read before a settlement charged the NEXT local
+    day (at INSTANTS[1], 00:00 in UTC+14) refused, as the product means it, while the oracle
+    knew only the day's own counter. Each write checks the oracle (accepted == expected)."""
+    machine = HardLimitLedgerMachine()
+    try:
+        machine.open_wallet(signup=10 * USD)
+        machine.set_hard_limit(limit=USD)
+        stale = machine.read_the_limit(amount=1)
+        held = machine.write_the_reservation(machine.read_the_limit(amount=USD // 2))
+        machine.settle(reservation_id=held, kind="exact", delta=0, instant=INSTANTS[1])
+        assert machine.store.snapshot(ORG).spend.get(NEXT_DAY_KEY) == USD // 2
+
+        fresh = machine.read_the_limit(amount=1)
+        assert (stale.guard.next_spent_micros, fresh.guard.next_spent_micros) == (0, USD // 2)
+        machine.write_the_reservation(stale)
+        assert machine.store.snapshot(ORG).reserved == 0  # refused: nothing held
+        assert machine.write_the_reservation(fresh) == fresh.reservation_id
+        assert machine.store.snapshot(ORG).reserved == 1
+        machine.the_hard_limit_is_never_exceeded()
+    finally:
+        machine.teardown()
