@@ -200,10 +200,7 @@ class BatchRecords(DynamoStore):
         names: dict[str, str] | None = None,
     ) -> bool:
         """One UpdateItem of the batch's META item; False when `condition` did not hold."""
-        request = update_request(
-            self.table_name, batch_key(batch_id), update, condition=condition, names=names, values=values
-        )
-        return conditional_update(self.dynamodb, **request)
+        return self.update_where(batch_key(batch_id), update, condition=condition, names=names, values=values)
 
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
         """Ids of non-terminal batches whose SLA deadline is before `now_iso` (sparse index gsi2)."""

@@ -160,15 +160,13 @@ class PaymentsStore(DynamoStore):
         self, org_id: str, attempt_id: str, expression: str, values: dict[str, object]
     ) -> bool:
         """`expression` on the attempt, only while it is pending (False: it is not)."""
-        request = update_request(
-            self.table_name,
+        return self.update_where(
             org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
             expression,
             condition="#status = :pending",
             names=_STATUS,
             values={**values, ":pending": "pending"},
         )
-        return conditional_update(self.dynamodb, **request)
 
     def succeeded_item(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> TransactItem:
         """The attempt's success, for the credit's transaction (whatever it read before: a
