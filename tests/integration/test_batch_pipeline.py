@@ -22,7 +22,6 @@ from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
-from batchroute.adapters.dynamo.writes import put_if_new
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.adapters.task_queue import TaskQueue
 from batchroute.catalog import builtin_catalog
@@ -958,7 +957,7 @@ def test_a_lane_record_written_with_chunk_lists_moves_on_by_the_same_watermarks(
     for name in ("chunk_ranges", "chunks_started_n", "chunks_done_n"):
         del record[name]
     legacy = {**record, "chunks": [0, 1], "chunks_started": [0], "chunks_done": []}
-    assert put_if_new(progress.dynamodb, progress.table_name, legacy)
+    assert progress.insert_once(legacy)
     # Then the started chunk is not started again, it finishes once, and the next one runs
     assert not progress.start_chunk(batch_id, "01-openai-gpt", 0, items=10)
     assert _finish(progress, batch_id, "01-openai-gpt", 0)

@@ -25,7 +25,6 @@ from batchroute.adapters.dynamo.codec import update_request
 from batchroute.adapters.dynamo.lane_records import job_item, lane_from_item
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
-    put_if_new,
     put_new,
     transact_unless_refused,
 )
@@ -137,7 +136,7 @@ class BatchProgress(DynamoStore):
 
     def put_lane(self, batch_id: str, lane: LaneRecord) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""
-        return put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
+        return self.insert_once(lane_values(batch_id, lane))
 
     def _update_lane(
         self,

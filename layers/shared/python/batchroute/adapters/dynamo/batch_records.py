@@ -39,7 +39,6 @@ from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
     condition_failed_at,
     conditional_update,
-    put_if_new,
     put_new,
 )
 from batchroute.domain.batches.record import (
@@ -218,7 +217,7 @@ class BatchRecords(DynamoStore):
     def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool:
         """Put the batch on the reclaim index once; False when it is there already (a
         repeated Finalize keeps the first schedule and whatever the sweeper made of it)."""
-        return put_if_new(self.dynamodb, self.table_name, _reclaim_entry(batch_id, review_at))
+        return self.insert_once(_reclaim_entry(batch_id, review_at))
 
     def _drop_orphan_entry(self, batch_id: str) -> TransactItem:
         """The create transaction's removal of the entry put before the input chunks were
@@ -507,7 +506,7 @@ class BatchRecords(DynamoStore):
             **asdict(cursor),
             **cursor.slice_changes(),  # its parts and tally in their stored shapes
         }
-        return put_if_new(self.dynamodb, self.table_name, item)
+        return self.insert_once(item)
 
     def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: CursorChanges) -> bool:
         """SET `changes` if the cursor is still at `position` (one writer advances it)."""
@@ -524,7 +523,7 @@ class BatchRecords(DynamoStore):
     # -- lanes --------------------------------------------------------------------------------
     def put_lane(self, batch_id: str, lane: LaneRecord) -> None:
         """Create a lane record once (a repeated Route step keeps the first)."""
-        put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
+        self.insert_once(lane_values(batch_id, lane))
 
     def lanes(self, batch_id: str) -> list[LaneRecord]:
         request = prefix_query(self.table_name, f"BATCH#{batch_id}", "LANE#", ConsistentRead=True)

@@ -34,7 +34,6 @@ from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_transaction,
-    put_if_new,
     put_new,
 )
 from batchroute.domain.presets.golden_sets import RegressionRecord
@@ -193,9 +192,7 @@ class ScheduleStore(DynamoStore):
 
     def create_run(self, run: ScheduleRun) -> bool:
         """Record a firing once; False when this fire time already has its run."""
-        return put_if_new(
-            self.dynamodb, self.table_name, {**_run_keys(run.schedule_id, run.fire_at), **asdict(run)}
-        )
+        return self.insert_once({**_run_keys(run.schedule_id, run.fire_at), **asdict(run)})
 
     def finish_run(self, run: ScheduleRun) -> None:
         """The run's outcome: its state, and its batch or its error."""

@@ -1,6 +1,6 @@
 """What every DynamoDB store shares: its table and a client (the cached one unless injected);
 the one way each reads an item by key (`item_at`, `read_at`), writes one (`overwrite`) or a new one
-(`insert`), overwrites one as read at a version (`versioned_put`) and puts, updates or
+(`insert`, `insert_once`), overwrites one as read at a version (`versioned_put`) and puts, updates or
 deletes one under a condition (`put_where`, `update_where`, `delete_where`); and the pieces of
 the transactions several stores write: an org's per-kind count kept under a limit, and a
 transaction whose refused condition is an answer, not an error."""
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from batchroute.adapters.aws import shared_client
 from batchroute.adapters.dynamo.codec import (
     EXISTS,
+    NEW,
     delete_request,
     from_item,
     put_request,
@@ -51,6 +52,11 @@ class DynamoStore:
         """PutItem of `values` as a new item: its id is fresh, so an item already at its key
         is an error, and raises."""
         self.dynamodb.put_item(**put_new(self.table_name, values)["Put"])
+
+    def insert_once(self, values: dict[str, Any]) -> bool:
+        """PutItem of `values` as a new item; False when an item is at its key already (it
+        stays: a repeated step)."""
+        return self.put_where(to_item(values), condition=NEW)
 
     def versioned_put(self, values: dict[str, Any], expected_version: int | None) -> dict[str, Any]:
         """The PutItem request of `values` over the item as read at `expected_version`

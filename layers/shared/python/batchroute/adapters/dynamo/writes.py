@@ -47,11 +47,6 @@ def conditional_put(dynamodb: Any, **request: Any) -> bool:
     return conditional(dynamodb.put_item, **request)
 
 
-def put_if_new(dynamodb: Any, table_name: str, values: dict[str, Any]) -> bool:
-    """PutItem of `values` as a new item; False when an item with its key exists (it stays)."""
-    return conditional_put(dynamodb, **put_request(table_name, to_item(values), condition=NEW))
-
-
 def conditional_delete(dynamodb: Any, **request: Any) -> bool:
     """DeleteItem under its ConditionExpression; False when the condition failed."""
     return conditional(dynamodb.delete_item, **request)
