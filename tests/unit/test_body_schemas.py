@@ -162,7 +162,17 @@ _PROVIDERS = sorted(provider.slug for provider in CATALOG.providers)
 _REGIONS = sorted({region for provider in CATALOG.providers for region in provider.regions})
 _usd = st.one_of(
     _scalars,
-    st.sampled_from(["0.000001", "-1", "1e2", {"currency": "usd", "amount": "1.5"}, {"amount": "2"}, {}]),
+    st.sampled_from(
+        [
+            "0.000001",
+            "-1",
+            "1e2",
+            {"currency": "usd", "amount": "1.5"},
+            {"currency": "USD", "amount": "2"},
+            {"amount": "2"},
+            {},
+        ]
+    ),
 )
 _caps = st.dictionaries(
     st.sampled_from(["responses", "embeddings", "vision", "chat"]),
@@ -193,6 +203,9 @@ _POLICY_VALUES = {
 # a price cap's ceiling is the policy's own (1,000,000 USD), not the billing controls' amount's
 @example(("max_price_per_million_tokens", {"responses": {"input": 1_000_001}}))
 @example(("max_price_per_million_tokens", {"vision": {"output": 1_000_000}}))
+# a Money object is the one every USD input takes (`UsdMoney`): its currency given, in any case
+@example(("max_price_per_million_tokens", {"responses": {"input": {"amount": "2"}}}))
+@example(("max_price_per_million_tokens", {"responses": {"input": {"currency": "USD", "amount": "2"}}}))
 def test_the_route_policy_schema_admits_what_the_reader_accepts(field: tuple[str, object]) -> None:
     assert set(EDITABLE_FIELDS) <= set(_POLICY_VALUES)
     body = dict([field])

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, ROUND_UP, Decimal
 from typing import TypedDict
@@ -22,6 +23,13 @@ _AMOUNT = re.compile(AMOUNT_TEXT)
 def is_amount_text(text: str) -> bool:
     """Whether `text` is an amount as typed (AMOUNT_TEXT, the whole of it)."""
     return _AMOUNT.fullmatch(text) is not None
+
+
+def is_usd_money(value: Mapping[str, object]) -> bool:
+    """Whether an input's object is a USD Money object as GET shows one, so it can be sent
+    back: exactly `currency` (usd, in any case) and `amount` (read as the field reads a plain
+    amount). The one rule of every USD input, and of the published schemas' `UsdMoney`."""
+    return set(value) == {"currency", "amount"} and str(value["currency"]).lower() == "usd"
 
 
 class MoneyView(TypedDict):

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypedDict, cast, get_args
 
 from batchroute.domain.views import view_of
 from batchroute.errors import Conflict, InvalidRequest
-from batchroute.money import Money, MoneyView, money_text
+from batchroute.money import Money, MoneyView, is_usd_money, money_text
 
 Period = Literal["daily", "monthly"]
 Mode = Literal["soft", "hard"]
@@ -148,7 +148,7 @@ def parse_usd(value: Any, name: str, *, ceiling: Decimal = MAX_USD, too_large: s
     or the caller's own bound, with its own `too_large` message, so an absurd amount is told
     the bound that applies)."""
     if isinstance(value, Mapping):
-        if set(value) != {"currency", "amount"} or str(value["currency"]).lower() != "usd":
+        if not is_usd_money(value):
             raise _invalid(name, f"{name} must be a USD amount (a number, or {{currency: usd, amount}}).")
         value = value["amount"]
     amount = _decimal(value, name)

@@ -39,7 +39,7 @@ from batchroute.domain.routing.gates import (
 )
 from batchroute.domain.views import view_of
 from batchroute.errors import Conflict, InvalidRequest
-from batchroute.money import Money, MoneyView, is_amount_text
+from batchroute.money import Money, MoneyView, is_amount_text, is_usd_money
 
 POLICY_GATE: Final = "policy"
 PriceBasis = Literal["batch", "direct"]
@@ -577,11 +577,11 @@ def _usd(value: Any, path: str, errors: list[dict[str, str]]) -> Decimal | None:
         return None
     raw = value
     if isinstance(value, Mapping):
-        if value.get("currency", "usd") != "usd" or set(value).difference({"currency", "amount"}):
+        if not is_usd_money(value):
             message = 'Money must be {"currency": "usd", "amount": "<decimal>"}.'
             errors.append({"field": path, "message": message})
             return None
-        raw = value.get("amount")
+        raw = value["amount"]
     try:
         if isinstance(raw, bool) or not isinstance(raw, int | float | str):
             raise InvalidOperation
