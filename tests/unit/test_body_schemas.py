@@ -170,6 +170,9 @@ _usd = st.one_of(
             {"currency": "usd", "amount": "1.5"},
             {"currency": "USD", "amount": "2"},
             {"amount": "2"},
+            {"currency": "usd", "amount": "two"},
+            {"currency": "usd", "amount": -1},
+            {"currency": "usd", "amount": 1_000_001},
             {},
         ]
     ),
@@ -206,6 +209,9 @@ _POLICY_VALUES = {
 # a Money object is the one every USD input takes (`UsdMoney`): its currency given, in any case
 @example(("max_price_per_million_tokens", {"responses": {"input": {"amount": "2"}}}))
 @example(("max_price_per_million_tokens", {"responses": {"input": {"currency": "USD", "amount": "2"}}}))
+# ... and its amount as a plain one is: a decimal, within the cap's bound
+@example(("max_price_per_million_tokens", {"vision": {"input": {"currency": "usd", "amount": "two"}}}))
+@example(("max_price_per_million_tokens", {"vision": {"input": {"currency": "usd", "amount": 1_000_001}}}))
 def test_the_route_policy_schema_admits_what_the_reader_accepts(field: tuple[str, object]) -> None:
     assert set(EDITABLE_FIELDS) <= set(_POLICY_VALUES)
     body = dict([field])

@@ -77,18 +77,21 @@ class AuditList(BaseModel):
 
 
 # -- the update ----------------------------------------------------------------------------
+# A USD amount as a decimal string, at most 6 decimals (its bounds are the reader's to check:
+# a schema cannot bound a string's value).
+UsdText = Annotated[str, Field(pattern=rf"^[0-9]+(\.[0-9]{{1,{MAX_USD_DECIMALS}}})?$")]
+
+
 class UsdMoney(BaseModel):
-    """A Money object, as GET returns it (so the controls can be sent back)."""
+    """A Money object, as GET returns it (so the controls can be sent back): its amount as
+    the field takes a plain one (money.is_usd_money)."""
 
     model_config = ConfigDict(extra="forbid")
 
     currency: str = Field(pattern="^[uU][sS][dD]$", description="usd (any case)")
-    amount: str | float
+    amount: UsdText | Annotated[float, Field(ge=0, le=float(MAX_USD))]
 
 
-# A USD amount as a decimal string, at most 6 decimals (its bounds are the reader's to check:
-# a schema cannot bound a string's value).
-UsdText = Annotated[str, Field(pattern=rf"^[0-9]+(\.[0-9]{{1,{MAX_USD_DECIMALS}}})?$")]
 UsdAmount = Annotated[
     Annotated[float, Field(ge=0, le=float(MAX_USD))] | UsdText | UsdMoney,
     Field(

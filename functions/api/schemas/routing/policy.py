@@ -47,8 +47,14 @@ class RoutePolicyEnvelope(BaseModel):
     policy: RoutePolicyOut
 
 
+class PriceCapMoney(UsdMoney):
+    """A Money object, as GET returns it, within a price cap's bound."""
+
+    amount: UsdText | Annotated[float, Field(ge=0, le=float(MAX_PRICE_CAP))]
+
+
 PriceCapUsd = Annotated[
-    Annotated[float, Field(ge=0, le=float(MAX_PRICE_CAP))] | UsdText | UsdMoney,
+    Annotated[float, Field(ge=0, le=float(MAX_PRICE_CAP))] | UsdText | PriceCapMoney,
     Field(
         description=f"USD per million tokens, a number or a decimal string: 0 to {MAX_PRICE_CAP}, 6 decimals"
     ),
