@@ -128,7 +128,9 @@ def test_bad_money_inputs_are_refused_naming_the_field(value: Any) -> None:
     assert caught.value.details == {"field": "limit_amount"}
 
 
-@pytest.mark.parametrize("value", ["1e3", "1E+3", "1,000", "$5", "5.", ".5", "0x10", "1_000"])
+@pytest.mark.parametrize(
+    "value", ["1e3", "1E+3", "1,000", "$5", "5.", ".5", "0x10", "1_000", "-0", "+5", "-0.00"]
+)
 def test_amounts_typed_as_text_are_plain_decimals_only(value: str) -> None:
     # "1e3" was once saved as 1000.00 without a word (issue 29): text is digits and a point
     with pytest.raises(InvalidRequest) as caught:

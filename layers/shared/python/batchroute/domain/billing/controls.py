@@ -16,7 +16,7 @@ from typing import Any, Literal, TypedDict, cast, get_args
 
 from batchroute.domain.views import view_of
 from batchroute.errors import Conflict, InvalidRequest
-from batchroute.money import Money, MoneyView, is_usd_money, money_text
+from batchroute.money import Money, MoneyView, is_amount_text, is_usd_money, money_text
 
 Period = Literal["daily", "monthly"]
 Mode = Literal["soft", "hard"]
@@ -30,8 +30,6 @@ MAX_THRESHOLDS = 20
 MAX_USD = Decimal(1_000_000_000)
 MAX_USD_DECIMALS = 6
 
-# Money typed as text: digits, then at most one decimal point and digits (docs/money.md).
-_PLAIN_DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
 _ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$")
 _NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
@@ -167,8 +165,10 @@ def _decimal(value: Any, name: str) -> Decimal:
         raise _invalid(name, f"{name} must be a number of USD dollars.")
     if isinstance(value, str) and (not value.strip() or len(value) > 40):
         raise _invalid(name, f"{name} must be a number of USD dollars.")
-    if isinstance(value, str) and not _PLAIN_DECIMAL.match(value.strip()):
-        # "1e3" or "1,000" is not what a person means by an amount: refused, never guessed.
+    if isinstance(value, str) and not is_amount_text(value.strip()):
+        # "1e3", "1,000" or "-0" is not an amount as typed (money.AMOUNT_TEXT, the published
+        # schemas' pattern, once the spaces around it are trimmed: docs/money.md): refused,
+        # never guessed.
         raise _invalid(name, f"{name} must be a plain decimal number of USD dollars, like 1000 or 12.50.")
     try:
         # str() first: a float becomes its shortest decimal spelling (0.1 -> "0.1").
