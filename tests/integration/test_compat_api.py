@@ -25,6 +25,7 @@ from openai.types.responses import Response
 from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.batch_artifacts import results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.compat import CompatStore
 from batchroute.adapters.dynamo.files import FileStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import SystemClock
@@ -115,6 +116,32 @@ def run(stack: LocalStack, batch_id: str) -> None:
     assert result["status"] == "SUCCEEDED", result
 
 
+def finished(
+    client: TestClient, auth: dict[str, str], stack: LocalStack, rows: Sequence[Mapping[str, Any]]
+) -> Any:
+    """A compat batch of `rows` run to its end: the vendor's Batch object (with its file ids)."""
+    batch = create(client, auth, uploaded(client, auth, rows)).json()
+    run(stack, batch["id"])
+    return client.get(f"{BASE}/batches/{batch['id']}", headers=auth).json()
+
+
+def after_first_line(monkeypatch: pytest.MonkeyPatch, then: Callable[[], None]) -> Any:
+    """Output files rendered with `then` run after their first line is written (a function
+    that dies, another call meanwhile); the renderer as it was."""
+    render = CompatFiles._render
+
+    def interrupted(
+        self: CompatFiles, output: OutputFile, batch: BatchRecord, body_format: BodyFormat
+    ) -> Any:
+        lines = render(self, output, batch, body_format)
+        yield next(lines)
+        then()
+        yield from lines
+
+    monkeypatch.setattr(CompatFiles, "_render", interrupted)
+    return render
+
+
 def lines(response: Any) -> list[dict[str, Any]]:
     assert response.status_code == 200, response.text
     return [json.loads(line) for line in response.content.splitlines()]
@@ -191,10 +218,8 @@ def test_a_large_output_file_is_rendered_once_and_served_from_a_short_lived_sign
     client = TestClient(create_app(settings), raise_server_exceptions=False)
     rows = [row(n) for n in range(6)]
     rows[5] = row(5, text="Question 5 [simulate:fail]")
-    batch = create(client, auth, uploaded(client, auth, rows)).json()
-    run(local_aws, batch["id"])
-    done = client.get(f"{BASE}/batches/{batch['id']}", headers=auth).json()
-    output_id, error_id = done["output_file_id"], done["error_file_id"]
+    batch = finished(client, auth, local_aws, rows)
+    output_id, error_id = batch["output_file_id"], batch["error_file_id"]
     renders: list[str] = []  # each rendering of a file's lines, as "<role>.<body format>"
     render = CompatFiles._render
 
@@ -252,17 +277,13 @@ def test_a_rendering_that_dies_halfway_leaves_nothing_and_the_next_read_renders_
     client: TestClient, auth: dict[str, str], local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a finished compat batch, and a first read whose rendering dies after its first line
-    batch = create(client, auth, uploaded(client, auth, [row(n) for n in range(3)])).json()
-    run(local_aws, batch["id"])
-    output_id = client.get(f"{BASE}/batches/{batch['id']}", headers=auth).json()["output_file_id"]
-    render = CompatFiles._render
+    batch = finished(client, auth, local_aws, [row(n) for n in range(3)])
+    output_id = batch["output_file_id"]
 
-    def dies(self: CompatFiles, output: OutputFile, batch: BatchRecord, body_format: BodyFormat) -> Any:
-        lines = render(self, output, batch, body_format)
-        yield next(lines)
+    def dies() -> None:
         raise RuntimeError("the function died mid-rendering")
 
-    monkeypatch.setattr(CompatFiles, "_render", dies)
+    render = after_first_line(monkeypatch, dies)
     # When it is read / Then the read fails whole (no partial body) and no rendering is kept
     failed = client.get(f"{BASE}/files/{output_id}/content", headers=auth)
     assert failed.status_code == 500 and failed.json()["error"]["code"] == "internal_error"
@@ -275,6 +296,54 @@ def test_a_rendering_that_dies_halfway_leaves_nothing_and_the_next_read_renders_
     stored = aws_client("s3").get_object(Bucket=local_aws.buckets["artifacts"], Key=key)["Body"].read()
     assert stored == content.content
     assert client.get(f"{BASE}/files/{output_id}", headers=auth).json()["bytes"] == len(stored)
+
+
+def test_a_file_deleted_while_its_first_read_renders_it_keeps_no_rendering(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a finished compat batch whose output file is deleted (another call) while its
+    # first read is rendering it, after the delete took the renderings there were
+    batch = finished(client, auth, local_aws, [row(n) for n in range(3)])
+    output_id = batch["output_file_id"]
+    other = TestClient(create_app(get_settings()), raise_server_exceptions=False)
+
+    def delete() -> None:
+        assert other.delete(f"{BASE}/files/{output_id}", headers=auth).status_code == 200
+
+    after_first_line(monkeypatch, delete)
+    # When the read finishes writing its rendering
+    answer = client.get(f"{BASE}/files/{output_id}/content", headers=auth)
+    # Then it answers that the file is gone, and takes what it wrote with it
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "file_not_found", answer.text
+    assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == []
+
+
+def test_a_rendering_written_between_a_deletes_two_steps_goes_with_the_file(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a finished compat batch with an output and an error file, and a first read of
+    # the output file that renders it whole after its delete took the renderings there were
+    # and before the delete marked it deleted
+    batch = finished(client, auth, local_aws, [row(0), row(1, text="[simulate:fail] no")])
+    output_id = batch["output_file_id"]
+    assert batch["error_file_id"]
+    mark = CompatStore.delete_output_file
+    other = TestClient(create_app(get_settings()), raise_server_exceptions=False)
+
+    def read_first(self: CompatStore, file_id: str, *, at: str) -> bool:
+        assert [
+            line["custom_id"] for line in lines(other.get(f"{BASE}/files/{file_id}/content", headers=auth))
+        ] == ["req-0"]
+        return mark(self, file_id, at=at)
+
+    monkeypatch.setattr(CompatStore, "delete_output_file", read_first)
+    # When the output file is deleted
+    assert client.delete(f"{BASE}/files/{output_id}", headers=auth).status_code == 200
+    # Then the rendering that read wrote is gone with it, and the batch's results stay for
+    # its error file
+    keys = artifact_keys(local_aws, batch["id"])
+    assert [key for key in keys if "/compat/" in key] == []
+    assert results_key(batch["id"]) in keys
 
 
 @pytest.mark.parametrize(

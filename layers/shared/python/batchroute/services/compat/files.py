@@ -335,11 +335,13 @@ class CompatFiles:
 
     def _delete_output(self, file_id: str, output: OutputFile, batch: BatchRecord) -> None:
         # Its renderings first: a delete that fails halfway is finished by asking again.
-        for body_format in BODY_FORMATS:
-            self.artifacts.delete(rendering_key(batch.batch_id, output.role, body_format))
+        self._delete_renderings(output, batch)
         at = isoformat(self.files.clock.now())
         if not self.outputs.delete_output_file(file_id, at=at):
             raise _no_such_file(file_id)
+        # And again once it is deleted: a first read rendering it meanwhile may have written
+        # one since (a read that finishes writing later sees the file deleted: `_rendered`).
+        self._delete_renderings(output, batch)
         others = [self.outputs.output_file(f) for f in output_files(batch) if f and f != file_id]
         if batch.artifacts_reclaimed_at is None and all(o is None or o.deleted_at for o in others):
             # The files are views of the batch's results: with none left, they go.
@@ -399,7 +401,8 @@ class CompatFiles:
         """The size of the file's rendering in `body_format`, written to storage on its first
         read (`rendering_key`, under the batch's prefix) and only read from then on: a later
         read streams it or signs a URL of it without rendering again, whatever its size. Two
-        first reads at once write the same bytes; a write that fails leaves nothing."""
+        first reads at once write the same bytes; a write that fails leaves nothing, and so
+        does one whose file was deleted while it wrote (404 then)."""
         key = rendering_key(batch.batch_id, output.role, body_format)
         size = self.artifacts.size(key)
         if size is not None:
@@ -414,9 +417,18 @@ class CompatFiles:
         except BaseException:
             writer.abort()
             raise
+        current = self.outputs.output_file(file_id)
+        if current is None or current.deleted_at:
+            # Deleted while this read rendered it: what it wrote goes too (`_delete_output`).
+            self.artifacts.delete(key)
+            raise _no_such_file(file_id)
         if output.sizes.get(body_format) != size:
             self.outputs.remember_bytes(file_id, body_format, size)
         return size
+
+    def _delete_renderings(self, output: OutputFile, batch: BatchRecord) -> None:
+        for body_format in BODY_FORMATS:
+            self.artifacts.delete(rendering_key(batch.batch_id, output.role, body_format))
 
     # -- helpers ---------------------------------------------------------------------------------
     def _output(self, principal: Principal, file_id: str) -> tuple[OutputFile, BatchRecord]:
