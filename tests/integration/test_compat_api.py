@@ -125,7 +125,7 @@ def finished(
     return client.get(f"{BASE}/batches/{batch['id']}", headers=auth).json()
 
 
-def after_first_line(monkeypatch: pytest.MonkeyPatch, then: Callable[[], None]) -> Any:
+def after_first_line(monkeypatch: pytest.MonkeyPatch, then: Callable[[], object]) -> Any:
     """Output files rendered with `then` run after their first line is written (a function
     that dies, another call meanwhile); the renderer as it was."""
     render = CompatFiles._render
@@ -315,6 +315,22 @@ def test_a_file_deleted_while_its_first_read_renders_it_keeps_no_rendering(
     answer = client.get(f"{BASE}/files/{output_id}/content", headers=auth)
     # Then it answers that the file is gone, and takes what it wrote with it
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "file_not_found", answer.text
+    assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == []
+
+
+def test_a_rendering_finished_after_retention_reclaimed_its_batch_is_not_kept(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a finished compat batch that retention marks reclaimed while a first read of its
+    # output file is rendering it (the sweep then deletes what the batch's prefix holds, which
+    # a rendering still being written is not yet part of)
+    batch = finished(client, auth, local_aws, [row(n) for n in range(3)])
+    records = BatchRecords(get_settings().table_name("batches"))
+    after_first_line(monkeypatch, lambda: records.mark_reclaimed(batch["id"], at="2026-12-05T00:00:00+00:00"))
+    # When the read finishes writing its rendering
+    answer = client.get(f"{BASE}/files/{batch['output_file_id']}/content", headers=auth)
+    # Then it answers that the bytes were reclaimed, and keeps no rendering
+    assert answer.status_code == 410 and answer.json()["error"]["code"] == "file_expired", answer.text
     assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == []
 
 

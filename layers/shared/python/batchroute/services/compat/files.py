@@ -45,7 +45,7 @@ from batchroute.domain.compat.batches import (
     vendor_list,
 )
 from batchroute.domain.workflow.results import ArtifactRow
-from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
+from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import has_prefix
 from batchroute.services.batches.files import DirectUpload, FilePreflightFailed, FileService
 from batchroute.services.batches.ports import BatchReader, ObjectStore, SignedDownloads
@@ -361,7 +361,7 @@ class CompatFiles:
             return self._input_content(principal, record, body_format)
         output, batch = self._output(principal, file_id)
         if self._reclaimed(output, batch):
-            raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
+            raise _reclaimed()
         chosen = body_format or _default_format(batch)
         key = rendering_key(batch.batch_id, output.role, chosen)
         limits = self.files.limits
@@ -377,7 +377,7 @@ class CompatFiles:
     ) -> FileContent:
         require_same_org(principal, record.org_id)
         if record.status == "expired":
-            raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
+            raise _reclaimed()
         if record.status in ("uploading", "uploaded"):
             raise Conflict(  # `uploaded`: still being checked, so a retry may find it ready
                 "This file's upload has not been completed.",
@@ -402,7 +402,7 @@ class CompatFiles:
         read (`rendering_key`, under the batch's prefix) and only read from then on: a later
         read streams it or signs a URL of it without rendering again, whatever its size. Two
         first reads at once write the same bytes; a write that fails leaves nothing, and so
-        does one whose file was deleted while it wrote (404 then)."""
+        does one whose file was deleted, or whose batch was reclaimed, while it wrote."""
         key = rendering_key(batch.batch_id, output.role, body_format)
         size = self.artifacts.size(key)
         if size is not None:
@@ -417,14 +417,25 @@ class CompatFiles:
         except BaseException:
             writer.abort()
             raise
-        current = self.outputs.output_file(file_id)
-        if current is None or current.deleted_at:
-            # Deleted while this read rendered it: what it wrote goes too (`_delete_output`).
+        gone = self._gone_meanwhile(file_id, batch.batch_id)
+        if gone is not None:
             self.artifacts.delete(key)
-            raise _no_such_file(file_id)
+            raise gone
         if output.sizes.get(body_format) != size:
             self.outputs.remember_bytes(file_id, body_format, size)
         return size
+
+    def _gone_meanwhile(self, file_id: str, batch_id: str) -> ServiceError | None:
+        """Why a rendering just written must go with its file: the file was deleted while it
+        was rendered (`_delete_output` takes the renderings before and after marking it), or
+        retention reclaimed the batch (its sweep lists the batch's objects after marking it)."""
+        current = self.outputs.output_file(file_id)
+        if current is None or current.deleted_at:
+            return _no_such_file(file_id)
+        batch = self.batches.get(batch_id)
+        if batch is None or batch.artifacts_reclaimed_at:
+            return _reclaimed()
+        return None
 
     def _delete_renderings(self, output: OutputFile, batch: BatchRecord) -> None:
         for body_format in BODY_FORMATS:
@@ -477,6 +488,10 @@ def _filename(output: OutputFile, batch: BatchRecord) -> str:
 
 def _no_such_file(file_id: str) -> NotFound:
     return NotFound(f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"})
+
+
+def _reclaimed() -> Gone:
+    return Gone("This file's bytes were reclaimed by retention.", code="file_expired")
 
 
 def input_file_object(record: FileRecord) -> VendorFileView:
