@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.batches.files import profile_key, staging_key
-from batchroute.domain.batches.item_profile import ItemProfile, profile_items
+from batchroute.domain.batches.files import FileRecord, FileStatus, profile_key, staging_key
+from batchroute.domain.batches.item_profile import ItemProfile, apart_key, profile_items
 from batchroute.errors import Conflict
 from batchroute.services.batches.files import FileLimits, FileService
 from batchroute.services.batches.quotes import items_digest
@@ -111,3 +111,28 @@ def test_a_profile_too_large_for_the_record_is_kept_next_to_the_file(
         # And it is read from there, equal to the profile of the items
         assert service.item_profile(ORG, record.file_id) == ItemProfile.from_json(stored)
         assert service.item_profile(ORG, record.file_id) == profile_items(ITEMS)
+
+
+def test_a_profile_built_again_for_a_file_reclaimed_meanwhile_is_not_kept(
+    records: FakeRecords, objects: FakeObjects, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file whose profile is kept apart from its record, made stale by a deploy
+    clock = FixedClock(datetime(2026, 3, 1, tzinfo=UTC))
+    service = FileService(records, objects, clock, FileLimits(record_profile_bytes=200))
+    record = upload(service, DATA)
+    key = apart_key(record.item_profile)
+    assert key is not None
+    stale = json.loads(b"".join(objects.chunks(key)))
+    objects.store(key, json.dumps({**stale, "facts": "0:older-estimator"}).encode())
+    # and retention reclaiming the file (its record expired, its profile deleted) while a read
+    # builds the profile again
+    keep = records.replace
+
+    def reclaimed_first(new: FileRecord, *, expected_status: FileStatus) -> bool:
+        records.items[new.file_id] = replace(records.items[new.file_id], status="expired")
+        return keep(new, expected_status=expected_status)
+
+    monkeypatch.setattr(records, "replace", reclaimed_first)
+    # When that read finishes / Then it answered the profile, and kept nothing of it
+    assert service.item_profile(ORG, record.file_id) == profile_items(ITEMS)
+    assert records.items[record.file_id].status == "expired" and objects.size(key) is None

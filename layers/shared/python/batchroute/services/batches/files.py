@@ -642,14 +642,19 @@ class FileService:
     def _profile_again(self, record: FileRecord) -> ItemProfile:
         """The profile of a processed file's items, read from its object (what its check built,
         under today's estimator), kept on its record for the next quote: a lost race keeps
-        the other reader's, the same profile."""
+        the other reader's, the same profile; a file gone meanwhile keeps none."""
         builder = ItemProfileBuilder()
         builder.add_lines(
             parse_jsonl(self.objects.chunks(record.s3_key), max_line_bytes=self.limits.max_line_bytes)
         )
         profile = builder.finish()
         kept = self._kept_profile(record.org_id, record.file_id, record.sha256 or "", profile.to_json())
-        self.records.replace(replace(record, item_profile=kept), expected_status="processed")
+        if not self.records.replace(replace(record, item_profile=kept), expected_status="processed"):
+            # The file was deleted or reclaimed meanwhile, and with it its profile: what this
+            # read wrote apart would outlive it.
+            apart = apart_key(kept)
+            if apart is not None:
+                self.objects.delete(apart)
         logger.info("file profile built again", extra={"file_id": record.file_id, "usable": profile.usable})
         return profile
 
