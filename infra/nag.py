@@ -208,7 +208,7 @@ def acknowledge_findings(
         if key in PROVIDER_CALLERS and providers.batch_role is not None:
             for finding in _bedrock_findings(scope):
                 _acknowledge(role, finding, BEDROCK_MODELS)
-        if key == API and schedule_triggers is not None:
+        if key in (API, SWEEPER) and schedule_triggers is not None:
             # IAM5 schedule/<group>/*: the customer schedules' EventBridge schedules (docs/schedules.md).
             arn = _flatten(Stack.of(scope).resolve(schedule_triggers.schedules_arn))
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::{arn}]", SCHEDULES_IN_GROUP)

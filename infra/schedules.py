@@ -1,7 +1,8 @@
 """The triggers of recurring schedules (docs/schedules.md): the EventBridge Scheduler group
 the API manages one schedule per active customer schedule in, the role the scheduler assumes
 to invoke the sweeper function (which calls `Schedules.fire`), and the API's permission to
-manage schedules in that group only and to pass that role to the scheduler only."""
+manage schedules in that group only and to pass that role to the scheduler only, and the
+sweeper's to delete one of them (a trigger that outlived its schedule)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ SCHEDULE_ACTIONS = (
 # The API creates one EventBridge schedule per customer schedule, named after it at runtime.
 SCHEDULES_IN_GROUP = (
     "Each customer schedule gets its own EventBridge schedule, named after it at runtime: the "
-    "API may manage the schedules of this one group only."
+    "API may manage, and the sweeper delete, the schedules of this one group only."
 )
 
 
@@ -70,6 +71,11 @@ class ScheduleTriggers(Construct):
                     conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
                 )
             )
+        # A trigger that fires for a schedule no longer there removes itself (Schedules.fire):
+        # the sweeper may delete the group's schedules, nothing more.
+        sweeper.add_to_role_policy(
+            iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[self.schedules_arn])
+        )
         # By name, not by GetAtt: the sweeper's own environment names it (no cycle).
         target_arn = stack.format_arn(
             service="lambda",

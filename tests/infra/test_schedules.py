@@ -1,6 +1,7 @@
 """The recurring schedules' triggers (infra/schedules.py, docs/schedules.md): the scheduler
 group, the role EventBridge Scheduler assumes to invoke the sweeper (and nothing else), and
-the API's permission to manage that group's schedules and pass that role to the scheduler."""
+the API's permission to manage that group's schedules and pass that role to the scheduler,
+and the sweeper's to delete them."""
 
 from __future__ import annotations
 
@@ -61,6 +62,20 @@ def test_the_api_manages_only_its_groups_schedules(cfn: Cfn, prefix: str) -> Non
         if "scheduler" in str(props["AssumeRolePolicyDocument"])
     )
     assert cfn.referenced(passes[0]["Resource"]) == role_id
+
+
+def test_the_sweeper_may_only_delete_the_groups_schedules(cfn: Cfn, prefix: str) -> None:
+    # a trigger firing for a deleted schedule removes itself (docs/schedules.md, Triggers)
+    _, sweeper = _function(cfn, prefix, "sweeper")
+    statements = cfn.policy_statements(cfn.referenced(sweeper["Role"]))
+    manage = [s for s in statements if any(a.startswith("scheduler:") for a in as_list(s["Action"]))]
+    assert [as_list(s["Action"]) for s in manage] == [["scheduler:DeleteSchedule"]]
+    assert render(manage[0]["Resource"]).endswith(f":schedule/{prefix}-schedules/*")
+    # and passes no role to the scheduler: it makes no trigger
+    assert not any(
+        "iam:PassRole" in as_list(s["Action"]) and "scheduler.amazonaws.com" in str(s.get("Condition"))
+        for s in statements
+    )
 
 
 def test_api_and_sweeper_know_the_group_role_and_target(cfn: Cfn, prefix: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from fastapi.testclient import TestClient
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
 from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.schedules.schedules import Schedule
 from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from tests.integration.batch_pipeline_support import LLAMA, heartbeat_all_lanes
@@ -490,6 +492,34 @@ def test_the_eventbridge_trigger_fires_through_the_sweeper_function(client: Test
     assert first["state"] == "created" and first["fire_at"] == "2026-03-08T07:30:00.000Z"
     assert second["batch_id"] == first["batch_id"]
     assert [b["id"] for b in _batches(client, org)] == [first["batch_id"]]
+
+
+def test_an_eventbridge_trigger_that_outlived_its_schedule_removes_itself_when_it_fires(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a deleted schedule whose EventBridge trigger is still there (its delete died before
+    # removing it, or an update put it back after the delete)
+    sid = _schedule(client, org).json()["id"]
+    assert client.delete(f"/v1/schedules/{sid}", headers=org.key_headers()).status_code == 200
+    removed: list[str] = []
+
+    class Triggers:
+        def put(self, schedule: Schedule) -> None:
+            raise AssertionError(f"no trigger is put for {schedule.schedule_id}")
+
+        def remove(self, schedule_id: str) -> None:
+            removed.append(schedule_id)
+
+    schedules = replace(_wiring(FixedClock(START)).schedules, triggers=Triggers())
+    # When it fires
+    fire_at = datetime(2026, 3, 8, 7, 30, tzinfo=UTC)
+    run = schedules.fire(org.org_id, sid, fire_at, trigger="scheduler")
+    # Then nothing runs, and the trigger is removed
+    assert run.state == "skipped" and run.batch_id is None and removed == [sid]
+    assert _batches(client, org) == []
+    # while the sweeper's catch-up (which fires only what the schedules' index holds) removes none
+    assert schedules.fire(org.org_id, sid, fire_at, trigger="sweeper").state == "skipped"
+    assert removed == [sid]
 
 
 # -- a bucket prefix as the input source -------------------------------------------------------

@@ -271,6 +271,11 @@ class Schedules:
         now = isoformat(self.clock.now())
         schedule = self.store.get(org_id, schedule_id)
         if schedule is None:
+            if trigger == "scheduler" and self.triggers is not None:
+                # A trigger that outlived its schedule (a delete that died before removing it,
+                # or an update's sync of the trigger that came after the delete): it goes now,
+                # as ids are never used again.
+                self.triggers.remove(schedule_id)
             return ScheduleRun(schedule_id, at, 0, "skipped", created_at=now, trigger=trigger)
         if trigger == "scheduler":
             at = _named_fire(schedule, fire_at)
