@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.dynamo.schedules import ScheduleStore
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
 from batchroute.domain.batches.record import BatchRecord
@@ -492,6 +493,66 @@ def test_the_eventbridge_trigger_fires_through_the_sweeper_function(client: Test
     assert first["state"] == "created" and first["fire_at"] == "2026-03-08T07:30:00.000Z"
     assert second["batch_id"] == first["batch_id"]
     assert [b["id"] for b in _batches(client, org)] == [first["batch_id"]]
+
+
+def test_a_pause_racing_a_regressions_exclusions_keeps_them(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a schedule, and a regression run that excludes a lane after a pause read the
+    # schedule and before it writes it back
+    sid = _schedule(client, org).json()["id"]
+    exclusion = {
+        "score": 0.2,
+        "threshold": 0.9,
+        "version": 1,
+        "regression_id": "reg_1",
+        "at": START.isoformat(),
+    }
+    write = ScheduleStore.replace
+    raced: list[str] = []
+
+    def excluded_first(self: ScheduleStore, schedule: Schedule, **kwargs: Any) -> bool:
+        if not raced:
+            raced.append(schedule.schedule_id)
+            self.set_exclusions(schedule, {WRONG_LANE: exclusion})  # type: ignore[dict-item]
+        return write(self, schedule, **kwargs)
+
+    monkeypatch.setattr(ScheduleStore, "replace", excluded_first)
+    # When the schedule is paused
+    answer = client.post(f"/v1/schedules/{sid}/pause", headers=org.key_headers())
+    # Then it is paused, and the lane stays excluded
+    assert answer.status_code == 200, answer.text
+    assert raced == [sid] and answer.json()["state"] == "paused"
+    shown = client.get(f"/v1/schedules/{sid}", headers=org.key_headers()).json()
+    assert shown["state"] == "paused"
+    assert [lane["lane_id"] for lane in shown["excluded_lanes"]] == [WRONG_LANE]
+    assert [lane["lane_id"] for lane in answer.json()["excluded_lanes"]] == [WRONG_LANE]
+
+
+def test_a_schedule_written_before_revisions_is_changed_and_endless_interference_is_a_409(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a schedule stored before its item counted revisions
+    sid = _schedule(client, org).json()["id"]
+    store = _wiring(FixedClock(START)).schedule_store
+    key = {"pk": {"S": f"ORG#{org.org_id}"}, "sk": {"S": f"SCHEDULE#{sid}"}}
+    store.dynamodb.update_item(TableName=store.table_name, Key=key, UpdateExpression="REMOVE revision")
+    # When it is paused / Then the pause is written, and counted
+    assert client.post(f"/v1/schedules/{sid}/pause", headers=org.key_headers()).status_code == 200
+    stored = store.get(org.org_id, sid)
+    assert stored is not None and (stored.state, stored.revision) == ("paused", 1)
+    # When every write of a resume finds another write came first
+    attempts: list[int] = []
+
+    def always_raced(self: ScheduleStore, schedule: Schedule, **kwargs: Any) -> bool:
+        attempts.append(schedule.revision)
+        return False
+
+    monkeypatch.setattr(ScheduleStore, "replace", always_raced)
+    answer = client.post(f"/v1/schedules/{sid}/resume", headers=org.key_headers())
+    # Then it is tried three times on a fresh read, then answered a retryable 409
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "concurrent_update"
+    assert attempts == [1, 1, 1]
 
 
 def test_an_eventbridge_trigger_that_outlived_its_schedule_removes_itself_when_it_fires(

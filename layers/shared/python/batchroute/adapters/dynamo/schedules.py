@@ -8,8 +8,10 @@
 | regression run (golden set, per lane) | `SCHEDULE#<id>` / `BENCH#<v, 6 digits>#<regression id>` |
 
 An active schedule sits on the sparse due index `gsi1` (`SCHEDULE#DUE` / `<next_fire_at>#<id>`);
-a paused one drops off it. A schedule and its version are written in one transaction; a
-change is conditional on the version read (`version = :seen`), so two edits cannot both win.
+a paused one drops off it. A schedule and its version are written in one transaction. Every
+write of the schedule item adds one to its `revision` (a change, a pause or resume, a fire, a
+regression's exclusions), and a write of the whole item is conditional on the revision it
+was read at, so it never undoes a write that came in between.
 A run is created once per fire time (`attribute_not_exists`), so a duplicated trigger finds it.
 """
 
@@ -52,6 +54,11 @@ _PREFIX = "SCHEDULE#"
 _RECORD_FIELDS = tuple(Schedule.__dataclass_fields__)
 
 
+# An update of the schedule item counts itself in its revision (see the module's docstring).
+_REVISED = "revision = if_not_exists(revision, :zero) + :one"
+_ONE_MORE = {":zero": 0, ":one": 1}
+
+
 def _key(org_id: str, schedule_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": f"{_PREFIX}{schedule_id}"}}
 
@@ -79,6 +86,7 @@ def _item(schedule: Schedule) -> dict[str, Any]:
 def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
     values: dict[str, Any] = {name: item.get(name) for name in _RECORD_FIELDS}
     values["version"] = int(item["version"])
+    values["revision"] = int(item.get("revision") or 0)  # an item written before revisions: 0
     values["input_source"] = InputSource.from_item(item["input_source"])
     values["batch_options"] = plain(item.get("batch_options") or {})
     values["golden_set"] = with_floats(plain(item["golden_set"])) if item.get("golden_set") else None
@@ -96,15 +104,15 @@ class ScheduleStore(DynamoStore):
             ]
         )
 
-    def replace(self, schedule: Schedule, *, seen_version: int, new_version: bool) -> bool:
-        """Overwrite the schedule if its version is still `seen_version` (with a new
-        version's snapshot when `new_version`); False when someone changed it meanwhile."""
+    def replace(self, schedule: Schedule, *, new_version: bool) -> bool:
+        """Overwrite the schedule if nothing wrote it since it was read at `schedule.revision`
+        (with a new version's snapshot when `new_version`); False when something did."""
         put = {
             "Put": put_request(
                 self.table_name,
-                to_item(_item(schedule)),
-                condition="attribute_exists(pk) AND version = :seen",
-                values={":seen": seen_version},
+                to_item({**_item(schedule), "revision": schedule.revision + 1}),
+                condition="attribute_exists(pk) AND (attribute_not_exists(revision) OR revision = :seen)",
+                values={":seen": schedule.revision},
             )
         }
         items = [put, self._version_put(schedule)] if new_version else [put]
@@ -141,8 +149,8 @@ class ScheduleStore(DynamoStore):
 
     def advance(self, schedule: Schedule, *, fired_at: str, next_fire_at: str | None) -> bool:
         """Move an active schedule past a fire (conditional on the fire it was due for)."""
-        changes: dict[str, object] = {":last": fired_at, ":seen": schedule.next_fire_at}
-        expression = "SET last_fire_at = :last"
+        changes: dict[str, object] = {":last": fired_at, ":seen": schedule.next_fire_at, **_ONE_MORE}
+        expression = f"SET last_fire_at = :last, {_REVISED}"
         if next_fire_at is None:
             expression += ", next_fire_at = :none REMOVE gsi1pk, gsi1sk"
             changes[":none"] = None
@@ -161,9 +169,9 @@ class ScheduleStore(DynamoStore):
     def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, LaneExclusion]) -> None:
         self.update_where(
             _key(schedule.org_id, schedule.schedule_id),
-            "SET exclusions = :e",
+            f"SET exclusions = :e, {_REVISED}",
             condition=EXISTS,
-            values={":e": decimals(exclusions)},
+            values={":e": decimals(exclusions), **_ONE_MORE},
         )
 
     def due(self, now_iso: str, *, limit: int = 100) -> list[Schedule]:

@@ -443,6 +443,9 @@ class Schedule:
     # lane id -> {score, threshold, version, regression_id, at}: lanes the latest regression
     # run scored below the threshold; a schedule's batches route around them.
     exclusions: Mapping[str, LaneExclusion] | None = None
+    # How many writes the stored record has had (a change, a pause, a fire, a regression's
+    # exclusions): a write of the whole record is refused when another came since its read.
+    revision: int = 0
 
     def defined(self) -> ScheduleDefinition:
         """The current version's definition, as stored."""

@@ -57,6 +57,12 @@ MAX_SOURCE_BYTES = 50 * 1024 * 1024  # per input file under a bucket prefix
 SAME_FIRE = timedelta(hours=1)
 CATCH_UP_AFTER = timedelta(minutes=10)
 
+# A read-change-write of a schedule: what it wrote (or found unchanged, False), None when
+# another write came between its read and its write.
+_Write = tuple[Schedule, bool] | None
+# Writes in between (a fire, a regression's exclusions, another change) are rare and brief.
+_WRITE_ATTEMPTS = 3
+
 
 class Triggers(Protocol):
     """The schedule's trigger on AWS (adapters/event_scheduler.py): one EventBridge
@@ -180,11 +186,19 @@ class Schedules:
         A body that changes nothing (`{}`, or the fields as they are) is answered the schedule as
         it is: no version, no run, nothing charged."""
         authorize(principal, "batches:create")
+        changed, wrote = _written(lambda: self._update_once(principal, schedule_id, command))
+        if not wrote:
+            return changed
+        self._sync_trigger(changed)
+        self._regress(principal, changed, "version_change")
+        return self.store.get(principal.org_id, schedule_id) or changed
+
+    def _update_once(self, principal: Principal, schedule_id: str, command: UpdateSchedule) -> _Write:
         current = self.get(principal, schedule_id)
         merged = command.over(current.defined())  # batch_options not given: the sealed webhook kept
         definition = self._checked(principal, schedule_id, merged, current=current)
         if current.redefined(definition) == current:
-            return current
+            return current, False
         now = self.clock.now()
         changed = replace(
             current.redefined(definition),
@@ -197,21 +211,21 @@ class Schedules:
         if changed.state == "active":
             changed = replace(changed, next_fire_at=self._next(changed, now))
         changed = replace(changed, exclusions=self._kept_exclusions(changed))
-        if not self.store.replace(changed, seen_version=current.version, new_version=True):
-            raise Conflict(
-                "The schedule changed while this update was applied; retry.", code="concurrent_update"
-            )
-        self._sync_trigger(changed)
-        self._regress(principal, changed, "version_change")
-        return self.store.get(principal.org_id, schedule_id) or changed
+        return (changed, True) if self.store.replace(changed, new_version=True) else None
 
     def set_state(self, principal: Principal, schedule_id: str, state: str) -> Schedule:
         """Pause (off the due index, trigger removed) or resume (next fire from now: the
         fires missed while paused are not made up)."""
         authorize(principal, "batches:create")
+        changed, wrote = _written(lambda: self._set_state_once(principal, schedule_id, state))
+        if wrote:
+            self._sync_trigger(changed)
+        return changed
+
+    def _set_state_once(self, principal: Principal, schedule_id: str, state: str) -> _Write:
         current = self.get(principal, schedule_id)
         if current.state == state:
-            return current
+            return current, False
         now = self.clock.now()
         changed = replace(
             current,
@@ -220,12 +234,7 @@ class Schedules:
             updated_at=isoformat(now),
             updated_by=_actor(principal),
         )
-        if not self.store.replace(changed, seen_version=current.version, new_version=False):
-            raise Conflict(
-                "The schedule changed while this update was applied; retry.", code="concurrent_update"
-            )
-        self._sync_trigger(changed)
-        return changed
+        return (changed, True) if self.store.replace(changed, new_version=False) else None
 
     def delete(self, principal: Principal, schedule_id: str) -> None:
         authorize(principal, "batches:create")
@@ -483,6 +492,16 @@ class Schedules:
             )
             return False
         return hmac.compare_digest(held.encode(), secret.encode())
+
+
+def _written(attempt: Callable[[], _Write]) -> tuple[Schedule, bool]:
+    """Run `attempt` again on a fresh read while another write comes between its read and its
+    write (which is refused: adapters/dynamo/schedules.py, `revision`), a few times; then 409."""
+    for _ in range(_WRITE_ATTEMPTS):
+        done = attempt()
+        if done is not None:
+            return done
+    raise Conflict("The schedule changed while this update was applied; retry.", code="concurrent_update")
 
 
 def _named_fire(schedule: Schedule, fire_at: datetime) -> str:
