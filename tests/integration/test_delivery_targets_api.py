@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock
 from batchroute.config import Settings, get_settings
-from batchroute.domain.delivery.targets import MAX_TARGETS_PER_ORG, secret_context
+from batchroute.domain.delivery.targets import MAX_TARGETS_PER_ORG, DeliveryTarget, secret_context
+from batchroute.services.delivery.targets import Bucket, DeliveryTargets
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -284,6 +285,36 @@ def test_the_test_writes_a_sample_object_with_the_targets_credentials(
     # And the outcome is kept on the target
     again = client.get(f"{PATH}/{target['id']}", headers=org.key_headers()).json()
     assert again["last_test"] == {"ok": True, "at": "2026-04-01T09:30:00.000Z", "key": key, "error": None}
+
+
+def test_a_test_that_ends_after_the_target_moved_leaves_no_outcome_on_it(
+    local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, customer: CustomerS3
+) -> None:
+    # Given a target, and a change of its prefix made while a test of it is writing its sample
+    clock = FixedClock(NOW)
+    app = create_app(_settings(monkeypatch, loopback=True))
+    app.dependency_overrides[get_clock] = lambda: clock
+    client, other = TestClient(app), TestClient(app)
+    org = new_org()
+    target = create(client, org, customer.target_body(prefix="before")).json()
+    opened = DeliveryTargets.open
+
+    def moved_meanwhile(self: DeliveryTargets, tested: DeliveryTarget, *, probe: bool = False) -> Bucket:
+        bucket = opened(self, tested, probe=probe)
+        clock.advance(seconds=1)
+        moved = other.patch(
+            f"{PATH}/{target['id']}", json={"prefix": "after"}, headers=org.key_headers("admin")
+        )
+        assert moved.status_code == 200, moved.text
+        return bucket
+
+    monkeypatch.setattr(DeliveryTargets, "open", moved_meanwhile)
+    # When the test ends
+    answer = client.post(f"{PATH}/{target['id']}/test", headers=org.key_headers())
+    # Then its caller has its outcome, but the moved target does not take it as its own
+    assert answer.status_code == 200 and answer.json()["ok"] is True, answer.text
+    shown = client.get(f"{PATH}/{target['id']}", headers=org.key_headers()).json()
+    assert shown["prefix"] == "after" and shown["last_test"] is None
 
 
 def _closed_port() -> int:

@@ -62,13 +62,14 @@ class DeliveryTargetStore(DynamoStore):
             values={":seen": expected_updated_at},
         )
 
-    def record_test(self, org_id: str, target_id: str, test: LastTest) -> None:
-        """Keep the outcome of the latest test on the target (if it still exists)."""
-        self.update_where(
-            _key(org_id, target_id),
+    def record_test(self, target: DeliveryTarget, test: LastTest) -> bool:
+        """Keep the outcome of a test of `target` on it, if it is still there as it was tested
+        (not changed since: a change may have moved it); False otherwise."""
+        return self.update_where(
+            _key(target.org_id, target.target_id),
             "SET last_test = :test",
-            condition=EXISTS,
-            values={":test": asdict(test)},
+            condition="attribute_exists(pk) AND updated_at = :tested",
+            values={":test": asdict(test), ":tested": target.updated_at},
         )
 
     def delete(self, org_id: str, target_id: str) -> bool:

@@ -46,7 +46,7 @@ class TargetStore(Protocol):
 
     def replace(self, target: DeliveryTarget, *, expected_updated_at: str) -> bool: ...
 
-    def record_test(self, org_id: str, target_id: str, test: LastTest) -> None: ...
+    def record_test(self, target: DeliveryTarget, test: LastTest) -> bool: ...
 
     def delete(self, org_id: str, target_id: str) -> bool: ...
 
@@ -178,7 +178,8 @@ class DeliveryTargets:
 
     def test(self, org_id: str, target_id: str) -> TargetTest:
         """Write a small sample object with the target's credentials; the outcome, kept on
-        the target as `last_test`. A refusal is an answer (`ok: false`), not an error."""
+        the target as `last_test` unless the target changed while it was tested (the
+        outcome is of the settings it had). A refusal is an answer (`ok: false`), not an error."""
         target = self.get(org_id, target_id)
         now = self.clock.now()
         key = probe_object_key(target, now)
@@ -196,7 +197,7 @@ class DeliveryTargets:
             test = LastTest(False, isoformat(now), key, refused.code, refused.message)
         else:
             test = LastTest(True, isoformat(now), key)
-        self.store.record_test(org_id, target_id, test)
+        self.store.record_test(target, test)
         logger.info(
             "delivery target tested",
             extra={"org_id": org_id, "target_id": target_id, "ok": test.ok, "error_code": test.error_code},
