@@ -268,9 +268,7 @@ def test_a_large_output_file_is_rendered_once_and_served_from_a_short_lived_sign
     assert refused.status_code == 403 and "location" not in refused.headers
     # When the output file is deleted / Then its renderings go with it; the error file's stays
     assert client.delete(f"{BASE}/files/{output_id}", headers=auth).status_code == 200
-    assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == [
-        f"batches/{batch['id']}/compat/error.normalized.jsonl"
-    ]
+    assert renderings(local_aws, batch["id"]) == [f"batches/{batch['id']}/compat/error.normalized.jsonl"]
 
 
 def test_a_rendering_that_dies_halfway_leaves_nothing_and_the_next_read_renders_it_whole(
@@ -287,7 +285,7 @@ def test_a_rendering_that_dies_halfway_leaves_nothing_and_the_next_read_renders_
     # When it is read / Then the read fails whole (no partial body) and no rendering is kept
     failed = client.get(f"{BASE}/files/{output_id}/content", headers=auth)
     assert failed.status_code == 500 and failed.json()["error"]["code"] == "internal_error"
-    assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == []
+    assert renderings(local_aws, batch["id"]) == []
     # When the function lives again / Then the next read renders the file whole, once
     monkeypatch.setattr(CompatFiles, "_render", render)
     content = client.get(f"{BASE}/files/{output_id}/content", headers=auth)
@@ -298,40 +296,40 @@ def test_a_rendering_that_dies_halfway_leaves_nothing_and_the_next_read_renders_
     assert client.get(f"{BASE}/files/{output_id}", headers=auth).json()["bytes"] == len(stored)
 
 
-def test_a_file_deleted_while_its_first_read_renders_it_keeps_no_rendering(
-    client: TestClient, auth: dict[str, str], local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("meanwhile", "status", "code"), [("deleted", 404, "file_not_found"), ("reclaimed", 410, "file_expired")]
+)
+def test_a_rendering_finished_after_its_file_went_is_not_kept(
+    client: TestClient,
+    auth: dict[str, str],
+    local_aws: LocalStack,
+    monkeypatch: pytest.MonkeyPatch,
+    meanwhile: str,
+    status: int,
+    code: str,
 ) -> None:
-    # Given a finished compat batch whose output file is deleted (another call) while its
-    # first read is rendering it, after the delete took the renderings there were
+    # Given a finished compat batch whose output file goes while its first read is rendering
+    # it: deleted by another call (after the delete took the renderings there were), or its
+    # batch marked reclaimed by retention (whose sweep then deletes what the batch's prefix
+    # holds, which a rendering still being written is not yet part of)
     batch = finished(client, auth, local_aws, [row(n) for n in range(3)])
     output_id = batch["output_file_id"]
     other = TestClient(create_app(get_settings()), raise_server_exceptions=False)
+    records = BatchRecords(get_settings().table_name("batches"))
 
-    def delete() -> None:
-        assert other.delete(f"{BASE}/files/{output_id}", headers=auth).status_code == 200
+    def goes() -> None:
+        if meanwhile == "deleted":
+            assert other.delete(f"{BASE}/files/{output_id}", headers=auth).status_code == 200
+        else:
+            records.mark_reclaimed(batch["id"], at="2026-12-05T00:00:00+00:00")
 
-    after_first_line(monkeypatch, delete)
+    after_first_line(monkeypatch, goes)
     # When the read finishes writing its rendering
     answer = client.get(f"{BASE}/files/{output_id}/content", headers=auth)
-    # Then it answers that the file is gone, and takes what it wrote with it
-    assert answer.status_code == 404 and answer.json()["error"]["code"] == "file_not_found", answer.text
-    assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == []
-
-
-def test_a_rendering_finished_after_retention_reclaimed_its_batch_is_not_kept(
-    client: TestClient, auth: dict[str, str], local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given a finished compat batch that retention marks reclaimed while a first read of its
-    # output file is rendering it (the sweep then deletes what the batch's prefix holds, which
-    # a rendering still being written is not yet part of)
-    batch = finished(client, auth, local_aws, [row(n) for n in range(3)])
-    records = BatchRecords(get_settings().table_name("batches"))
-    after_first_line(monkeypatch, lambda: records.mark_reclaimed(batch["id"], at="2026-12-05T00:00:00+00:00"))
-    # When the read finishes writing its rendering
-    answer = client.get(f"{BASE}/files/{batch['output_file_id']}/content", headers=auth)
-    # Then it answers that the bytes were reclaimed, and keeps no rendering
-    assert answer.status_code == 410 and answer.json()["error"]["code"] == "file_expired", answer.text
-    assert [key for key in artifact_keys(local_aws, batch["id"]) if "/compat/" in key] == []
+    # Then it answers that the file is gone (404) or its bytes reclaimed (410), and takes what
+    # it wrote with it
+    assert answer.status_code == status and answer.json()["error"]["code"] == code, answer.text
+    assert renderings(local_aws, batch["id"]) == []
 
 
 def test_a_rendering_written_between_a_deletes_two_steps_goes_with_the_file(
@@ -357,9 +355,8 @@ def test_a_rendering_written_between_a_deletes_two_steps_goes_with_the_file(
     assert client.delete(f"{BASE}/files/{output_id}", headers=auth).status_code == 200
     # Then the rendering that read wrote is gone with it, and the batch's results stay for
     # its error file
-    keys = artifact_keys(local_aws, batch["id"])
-    assert [key for key in keys if "/compat/" in key] == []
-    assert results_key(batch["id"]) in keys
+    assert renderings(local_aws, batch["id"]) == []
+    assert results_key(batch["id"]) in artifact_keys(local_aws, batch["id"])
 
 
 @pytest.mark.parametrize(
@@ -1186,6 +1183,11 @@ def artifact_keys(stack: LocalStack, batch_id: str) -> list[str]:
         Bucket=stack.buckets["artifacts"], Prefix=f"batches/{batch_id}/"
     )
     return sorted(entry["Key"] for entry in listed.get("Contents", []))
+
+
+def renderings(stack: LocalStack, batch_id: str) -> list[str]:
+    """The keys of the batch's output and error file renderings."""
+    return [key for key in artifact_keys(stack, batch_id) if "/compat/" in key]
 
 
 def test_deleting_refusals(
