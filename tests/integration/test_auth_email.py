@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import email
 import email.policy
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit
 
 import pytest
+from fastapi import FastAPI
 
 from batchroute.adapters.aws import client
+from batchroute.adapters.dynamo.identity import IdentityStore
 from batchroute.config import get_settings
 from batchroute.services.accounts.authentication import SESSION_COOKIE
+from batchroute.services.accounts.passwords import Argon2Passwords
 from batchroute_tools.local.provision import LocalStack
-from functions.api.deps import get_mailer
+from functions.api.deps import get_mailer, get_passwords
 from tests.integration.accounts_harness import PASSWORD, Harness, make_harness
 
 NEW_PASSWORD = "a brand new password"
@@ -142,6 +147,74 @@ def test_reset_changes_the_password_and_ends_every_session(harness: Harness) -> 
         "/v1/auth/password/reset", json={"token": token, "password": "yet another one"}
     )
     assert again.status_code == 401 and again.json()["error"]["code"] == "invalid_token"
+
+
+class _ResetDuringVerify(Argon2Passwords):
+    """Hashing whose first verification lets a password reset land while it runs (a sign-in
+    with the old password racing the reset), with hashing parameters other than the stored
+    hash's when `rehash` (so the sign-in also upgrades the hash it verified)."""
+
+    def __init__(self, reset: Callable[[], None], *, rehash: bool) -> None:
+        super().__init__(time_cost=2 if rehash else 1, memory_cost=8, parallelism=1)
+        self._reset: Callable[[], None] | None = reset
+
+    def verify(self, stored_hash: str | None, password: str) -> bool:
+        matches = super().verify(stored_hash, password)
+        reset, self._reset = self._reset, None
+        if reset is not None:
+            reset()
+        return matches
+
+
+@pytest.mark.parametrize("rehash", [False, True], ids=["same-parameters", "rehashing"])
+def test_a_sign_in_racing_a_reset_keeps_no_session_and_undoes_no_password(
+    harness: Harness, rehash: bool
+) -> None:
+    # Given an account with a reset link, and a sign-in with the old password whose check
+    # passes just before the reset lands
+    harness.register("ann@example.com")
+    harness.client.post("/v1/auth/password/forgot", json={"email": "ann@example.com"})
+    token = harness.token_in(harness.link_to("ann@example.com", "reset-password?token="))
+
+    def reset() -> None:
+        response = harness.fresh_client().post(
+            "/v1/auth/password/reset", json={"token": token, "password": NEW_PASSWORD}
+        )
+        assert response.status_code == 200, response.text
+
+    app = cast(FastAPI, harness.client.app)
+    app.dependency_overrides[get_passwords] = lambda: _ResetDuringVerify(reset, rehash=rehash)
+    # When the sign-in ends after the reset (the password it checked was right when checked)
+    intruder = harness.fresh_client()
+    signed_in = intruder.post("/v1/auth/login", json={"email": "ann@example.com", "password": PASSWORD})
+    assert signed_in.status_code == 200
+    # Then its session was signed in under a password that is no more: it is not a session
+    assert intruder.get("/v1/sessions/current").json() == {"session": None}
+    refused = intruder.get("/v1/auth/account")
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_session"
+    # And the new password stands (a rehash of the old one did not write it back)
+    app.dependency_overrides[get_passwords] = Argon2Passwords.cheap
+    old = harness.client.post("/v1/auth/login", json={"email": "ann@example.com", "password": PASSWORD})
+    assert old.status_code == 401
+    assert harness.login("ann@example.com", NEW_PASSWORD).get("/v1/auth/account").status_code == 200
+
+
+def test_a_reset_ends_a_session_its_revocation_did_not_see(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a signed-in browser whose session the reset's revocation will not find (the
+    # user's sessions are listed from an index that may lag a session just written)
+    harness.register("ann@example.com")
+    browser = harness.login("ann@example.com")
+    monkeypatch.setattr(IdentityStore, "revoke_user_sessions", lambda *_args, **_kwargs: 0)
+    harness.client.post("/v1/auth/password/forgot", json={"email": "ann@example.com"})
+    token = harness.token_in(harness.link_to("ann@example.com", "reset-password?token="))
+    # When the password is reset
+    response = harness.client.post("/v1/auth/password/reset", json={"token": token, "password": NEW_PASSWORD})
+    assert response.status_code == 200
+    # Then the session is over all the same
+    assert browser.get("/v1/sessions/current").json() == {"session": None}
+    assert browser.get("/v1/auth/account").status_code == 401
 
 
 def test_reset_refuses_bad_tokens_and_short_passwords(harness: Harness) -> None:

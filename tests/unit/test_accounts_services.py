@@ -69,6 +69,21 @@ class FakeIdentity:
     def update_user(self, user_id: str, **changes: Any) -> None:
         self.users[user_id] = replace(self.users[user_id], **changes)
 
+    def set_password(self, user_id: str, password_hash: str, *, verified_at: str) -> None:
+        user = self.users[user_id]
+        self.users[user_id] = replace(
+            user,
+            password_hash=password_hash,
+            email_verified_at=user.email_verified_at or verified_at,
+            credentials_version=user.credentials_version + 1,
+        )
+
+    def rehash_password(self, user_id: str, *, old_hash: str, new_hash: str) -> bool:
+        if self.users[user_id].password_hash != old_hash:
+            return False
+        self.update_user(user_id, password_hash=new_hash)
+        return True
+
     def update_org(self, org_id: str, **changes: Any) -> None:
         self.orgs[org_id] = replace(self.orgs[org_id], **changes)
 

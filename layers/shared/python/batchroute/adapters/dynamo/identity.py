@@ -29,6 +29,11 @@ def _epoch(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
 
 
+def _version(item: dict[str, Any]) -> int:
+    """An item's credentials_version (a user's or a session's; 0 on items stored before it)."""
+    return int(item.get("credentials_version", 0))
+
+
 def _meta_key(pk: str, sk: str = "META") -> dict[str, Any]:
     """The key of an identity item: an org, user, key, session or token is its partition's
     `META` item (an email's claim, `CLAIM`)."""
@@ -101,7 +106,7 @@ class IdentityStore(DynamoStore):
 
     def get_user(self, user_id: str) -> User | None:
         item = self._get(f"USER#{user_id}")
-        return from_stored(User, item) if item else None
+        return from_stored(User, item, credentials_version=_version(item)) if item else None
 
     def get_org(self, org_id: str) -> Org | None:
         item = self._get(f"ORG#{org_id}")
@@ -113,6 +118,30 @@ class IdentityStore(DynamoStore):
 
     def update_user(self, user_id: str, **changes: Any) -> None:
         self._update(f"USER#{user_id}", changes)
+
+    def set_password(self, user_id: str, password_hash: str, *, verified_at: str) -> None:
+        """A new password: its hash, the address verified (when it was not yet) and one more
+        credentials_version, in one write (concurrent resets each count)."""
+        self.dynamodb.update_item(
+            **update_request(
+                self.table_name,
+                _meta_key(f"USER#{user_id}"),
+                "SET password_hash = :hash, email_verified_at = if_not_exists(email_verified_at, :at) "
+                "ADD credentials_version :one",
+                condition=EXISTS,
+                values={":hash": password_hash, ":at": verified_at, ":one": 1},
+            )
+        )
+
+    def rehash_password(self, user_id: str, *, old_hash: str, new_hash: str) -> bool:
+        """The same password under new hashing parameters, only while `old_hash` is still the
+        user's; False when the password changed meanwhile (it stays)."""
+        return self.update_where(
+            _meta_key(f"USER#{user_id}"),
+            "SET password_hash = :new",
+            condition="password_hash = :old",
+            values={":new": new_hash, ":old": old_hash},
+        )
 
     def update_org(self, org_id: str, **changes: Any) -> None:
         self._update(f"ORG#{org_id}", changes)
@@ -174,7 +203,7 @@ class IdentityStore(DynamoStore):
 
     def session_by_hash(self, token_hash: str) -> Session | None:
         item = self._get(f"SESSION#{token_hash}")
-        return from_stored(Session, item) if item else None
+        return from_stored(Session, item, credentials_version=_version(item)) if item else None
 
     def revoke_session(self, token_hash: str, at: str) -> None:
         self.dynamodb.update_item(

@@ -45,6 +45,10 @@ class User:
     full_name: str | None = None
     display_name: str | None = None
     email_verified_at: str | None = None
+    # Counts the password's changes (a reset adds one): a session is good only while its
+    # user's count is the one it was signed in under (`Session.signed_in_as`). Items stored
+    # before it read 0.
+    credentials_version: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,11 @@ class Session:
     created_at: str
     expires_at: str
     revoked_at: str | None = None
+    # The user's credentials_version when the password signed it in.
+    credentials_version: int = 0
+
+    def signed_in_as(self, user: User) -> bool:
+        """The session is still the user's: signed in under the password they have now (a
+        reset since ends it, even one that raced the sign-in or a session the reset's
+        revocation did not see)."""
+        return user.user_id == self.user_id and user.credentials_version == self.credentials_version

@@ -107,6 +107,10 @@ class Authenticator:
         user = self.store.get_user(session.user_id)
         if user is None:
             raise Unauthenticated("The session's user no longer exists.", code="invalid_session")
+        if not session.signed_in_as(user):
+            raise Unauthenticated(
+                "The password was changed since this session began; sign in again.", code="invalid_session"
+            )
         return Principal(
             org_id=user.org_id,
             role=user.role,

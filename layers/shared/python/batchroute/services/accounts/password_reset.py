@@ -33,6 +33,8 @@ FORGOT_FLOOR_SECONDS = 0.6
 
 
 class ResetStore(TokenStore, Protocol):
+    def set_password(self, user_id: str, password_hash: str, *, verified_at: str) -> None: ...
+
     def revoke_user_sessions(self, user_id: str, at: str, *, keep_token_hash: str | None = None) -> int: ...
 
 
@@ -117,7 +119,8 @@ class PasswordReset:
         if user is None:
             raise invalid
         # The link reached the inbox, which proves the address as well as a verification link.
-        self.store.update_user(
-            user.user_id, password_hash=new_hash, email_verified_at=user.email_verified_at or now
-        )
+        # The write counts a new credentials_version, which ends every session signed in
+        # under the old password, including one a sign-in racing this reset writes after it
+        # (Session.signed_in_as); the revocation marks the ones there are as ended.
+        self.store.set_password(user.user_id, new_hash, verified_at=now)
         self.store.revoke_user_sessions(user.user_id, now)

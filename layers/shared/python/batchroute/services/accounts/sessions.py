@@ -32,6 +32,8 @@ class SessionStore(CredentialStore, UserRecords, Protocol):
 
     def revoke_session(self, token_hash: str, at: str) -> None: ...
 
+    def rehash_password(self, user_id: str, *, old_hash: str, new_hash: str) -> bool: ...
+
 
 @dataclass(frozen=True)
 class LiveSession:
@@ -72,7 +74,10 @@ class Sessions:
             self.lockout.failed(address, user)
             raise Unauthenticated("The email or password is incorrect.", code="invalid_credentials")
         if self.passwords.needs_rehash(user.password_hash):
-            self.store.update_user(user.user_id, password_hash=self.passwords.hash(password))
+            # Only over the hash just verified: a reset since keeps its new password.
+            self.store.rehash_password(
+                user.user_id, old_hash=user.password_hash, new_hash=self.passwords.hash(password)
+            )
         now = self.clock.now()
         token = new_opaque_token()
         session = Session(
@@ -82,6 +87,7 @@ class Sessions:
             org_id=user.org_id,
             created_at=isoformat(now),
             expires_at=isoformat(now + SESSION_LIFETIME),
+            credentials_version=user.credentials_version,
         )
         self.store.put_session(session)
         return SignedIn(token=token, session=session, user=user)
@@ -90,7 +96,7 @@ class Sessions:
         """The live session behind a cookie value, or None (absent, unknown, revoked, expired)."""
         session = self._authenticator.session(token or "")
         user = self.store.get_user(session.user_id) if session else None
-        if session is None or user is None:
+        if session is None or user is None or not session.signed_in_as(user):
             return None
         return LiveSession(session=session, user=user)
 
