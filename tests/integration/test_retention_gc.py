@@ -21,6 +21,7 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings, get_settings
+from batchroute.domain.billing.retention import RetentionSettings
 from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -178,6 +179,32 @@ def test_a_change_to_until_deleted_before_the_window_ends_cancels_the_reclaim(
     assert sweep_at(wiring, clock, T0 + GRACE + SECOND) == []
     assert sweep_at(wiring, clock, T0 + timedelta(days=20)) == []
     assert reclaimed_at(wiring, batch_id) is None
+
+
+def test_settings_saved_while_a_sweep_decides_keep_the_batch(
+    wiring: Wiring, clock: FixedClock, org: TestOrg, local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a grace_only batch past its window, and a sweep that reads the org's settings just
+    # before the org moves to until_deleted
+    batch_id = finished_batch(wiring, local_aws, org.org_id)
+    before = keys(local_aws, batch_id)
+    store = wiring.retention_gc.settings
+    read = store.retention
+
+    def read_then_changed(org_id: str) -> RetentionSettings | None:
+        monkeypatch.setattr(store, "retention", read)  # once
+        settings = read(org_id)
+        set_retention(wiring, org_id, {"retention_tier": "until_deleted"})
+        return settings
+
+    monkeypatch.setattr(store, "retention", read_then_changed)
+    # When that sweep runs
+    assert sweep_at(wiring, clock, T0 + GRACE + SECOND) == []
+    # Then nothing is reclaimed: the batch is decided on the settings the org saved
+    assert reclaimed_at(wiring, batch_id) is None and keys(local_aws, batch_id) == before
+    assert sweep_at(wiring, clock, T0 + GRACE + timedelta(minutes=1)) == []
+    assert sweep_at(wiring, clock, T0 + timedelta(days=30)) == []
+    assert reclaimed_at(wiring, batch_id) is None and keys(local_aws, batch_id) == before
 
 
 def test_a_shortened_window_applies_within_a_day_even_to_old_batches(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
@@ -15,6 +16,7 @@ from batchroute.clock import FixedClock, isoformat
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.retention import REVIEW_INTERVAL, RetentionSettings, keep_until, next_review
 from batchroute.services.workflow.retention_gc import WORKFLOW_SETTLE, RetentionCollector
+from batchroute.transactions import TransactItem
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 GRACE = timedelta(hours=72)
@@ -79,9 +81,12 @@ class FakeIndex:
         return True
 
     def get(self, batch_id: str) -> BatchRecord | None:
-        return self.batches.get(batch_id)
+        batch = self.batches.get(batch_id)
+        marked = self.marked.get(batch_id)
+        return batch if batch is None or marked is None else replace(batch, artifacts_reclaimed_at=marked)
 
-    def mark_reclaimed(self, batch_id: str, *, at: str) -> bool:
+    def mark_reclaimed(self, batch_id: str, *, at: str, unless: TransactItem | None = None) -> bool:
+        # `unless` (the settings as read) always holds here: the fake settings never change
         if batch_id in self.marked:
             return False
         self.marked[batch_id] = at
@@ -95,6 +100,9 @@ class FakeSettings:
     def retention(self, org_id: str) -> RetentionSettings | None:
         self.reads += 1
         return None  # never saved: grace_only
+
+    def retention_unchanged(self, settings: RetentionSettings) -> TransactItem:
+        return {"ConditionCheck": {"Key": settings.org_id, "version": settings.version}}
 
 
 class FakeObjects:

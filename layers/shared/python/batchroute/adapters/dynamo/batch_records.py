@@ -72,6 +72,7 @@ REVIEW_PARTITION = "RECLAIM_REVIEW"
 # start is recorded (the sweeper starts what is left: services/batches/launch.py).
 START_PARTITION = "START"
 PLAN_FIELDS = ("plan", "chunk_models", "intake", "routing_fields", "fees")
+_NOT_RECLAIMED = "attribute_exists(pk) AND attribute_not_exists(artifacts_reclaimed_at)"
 
 
 def batch_key(batch_id: str) -> dict[str, Any]:
@@ -267,15 +268,19 @@ class BatchRecords(DynamoStore):
         """Take the batch off the reclaim index (its bytes are gone), if the entry is `seen`."""
         return self.delete_where(_reclaim_key(batch_id), condition="gsi2sk = :seen", values={":seen": seen})
 
-    def mark_reclaimed(self, batch_id: str, *, at: str) -> bool:
+    def mark_reclaimed(self, batch_id: str, *, at: str, unless: TransactItem | None = None) -> bool:
         """Record on META that the result bytes are being reclaimed (before any is deleted, so
-        every read answers 410 rather than half a file); False when already marked."""
-        return self._update_meta(
-            batch_id,
-            "SET artifacts_reclaimed_at = :at",
-            "attribute_exists(pk) AND attribute_not_exists(artifacts_reclaimed_at)",
-            {":at": at},
+        every read answers 410 rather than half a file); False when already marked, or when
+        the ConditionCheck `unless` fails (the org's retention settings changed since the
+        decision was made on them)."""
+        update, condition = "SET artifacts_reclaimed_at = :at", _NOT_RECLAIMED
+        values: dict[str, object] = {":at": at}
+        if unless is None:
+            return self._update_meta(batch_id, update, condition, values)
+        mark = update_request(
+            self.table_name, batch_key(batch_id), update, condition=condition, values=values
         )
+        return self.transact([{"Update": mark}, unless])
 
     def claim_settle_resend(self, batch_id: str, *, at: str, not_since: str) -> bool:
         """Claim the sending of a stranded batch's `fail` step (services/workflow/stranded.py):

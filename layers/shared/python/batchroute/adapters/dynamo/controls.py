@@ -16,7 +16,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, plain
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
+from batchroute.adapters.dynamo.writes import at_version, conditional_put, conditional_transaction, put_new
 from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.billing.controls import (
     BillingControls,
@@ -28,6 +28,7 @@ from batchroute.domain.billing.retention import RetentionSettings
 from batchroute.domain.stored import from_stored
 from batchroute.ids import suffix_of
 from batchroute.money import Money
+from batchroute.transactions import TransactItem
 
 CONTROLS_SK = "CONTROLS"
 RETENTION_SK = "RETENTION"
@@ -73,6 +74,12 @@ class ControlsStore(DynamoStore):
     def retention(self, org_id: str) -> RetentionSettings | None:
         item = self._get(org_id, RETENTION_SK)
         return None if item is None else from_stored(RetentionSettings, plain(item))
+
+    def retention_unchanged(self, settings: RetentionSettings) -> TransactItem:
+        """A TransactWriteItems ConditionCheck: the org's retention settings are still as read
+        (`settings.version`; 0: none saved yet). Fails when they were saved since."""
+        key = org_key(settings.org_id, RETENTION_SK)
+        return {"ConditionCheck": {"TableName": self.table_name, "Key": key, **at_version(settings.version)}}
 
     def save_retention(self, settings: RetentionSettings, *, expected_version: int) -> None:
         values = {

@@ -7,12 +7,14 @@ and the expiry sweeper when they make a batch terminal, in case Finalize never g
 (its window then starts `WORKFLOW_SETTLE` after the terminal transition). Each sweep takes at
 most `max_batches` due entries, oldest first (those at their reclaim time before re-checks of
 kept batches, which wait in their own partition), and decides each against the org's CURRENT
-settings (`domain/billing/retention.py`): past its window, the batch is marked reclaimed (every read
-answers 410 from then on), then every object under its prefix except the receipt is deleted,
-then the entry is dropped; otherwise the entry moves to the batch's reclaim time, or a day
-later at most, so a later change of settings is honoured. Every step is idempotent and the
-index moves are conditional on the entry a sweep read, so two sweeps never fight: a crash
-between steps leaves the entry due, and the next sweep finishes the work.
+settings (`domain/billing/retention.py`): past its window, the batch is marked reclaimed
+(every read answers 410 from then on; the mark checks the settings are still as read, so a
+change saved meanwhile has the batch decided again on it), then every object under its
+prefix except the receipt is deleted, then the entry is dropped; otherwise the entry moves
+to the batch's reclaim time, or a day later at most, so a later change of settings is
+honoured. Every step is idempotent and the index moves are conditional on the entry a sweep
+read, so two sweeps never fight: a crash between steps leaves the entry due, and the next
+sweep finishes the work.
 
 Batch create puts an entry before it writes a batch's input chunks, an hour ahead
 (`domain/billing/retention.py:ORPHAN_AFTER`), and its transaction deletes that entry with the
@@ -34,6 +36,7 @@ from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until, next_review
 from batchroute.services.batches.ports import BatchReader
 from batchroute.services.billing.ports import RetentionLookup
+from batchroute.transactions import TransactItem
 
 DEFAULT_MAX_BATCHES = 50  # per sweep (once a minute): up to 72,000 batches a day
 # How long a workflow may still be on a batch that went terminal without Finalize (expired by
@@ -51,7 +54,7 @@ class ReclaimMarks(Protocol):
     """Marking a batch's bytes reclaimed, and (the vendor-compatible surface deleting its
     files, services/compat/files.py) putting its entry due now: the next sweep deletes them."""
 
-    def mark_reclaimed(self, batch_id: str, *, at: str) -> bool: ...
+    def mark_reclaimed(self, batch_id: str, *, at: str, unless: TransactItem | None = None) -> bool: ...
 
     def reclaim_now(self, batch_id: str, *, at: str) -> None: ...
 
@@ -64,6 +67,12 @@ class ReclaimIndex(BatchReader, ReclaimMarks, Protocol):
     ) -> bool: ...
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool: ...
+
+
+class RetentionAsRead(RetentionLookup, Protocol):
+    def retention_unchanged(self, settings: RetentionSettings) -> TransactItem:
+        """A check, written with the mark, that the org's settings are still `settings`."""
+        ...
 
 
 class ArtifactObjects(Protocol):
@@ -95,7 +104,7 @@ class ReclaimReport:
 @dataclass(eq=False, kw_only=True)
 class RetentionCollector:
     index: ReclaimIndex
-    settings: RetentionLookup
+    settings: RetentionAsRead
     objects: ArtifactObjects
     clock: Clock
     grace: timedelta
@@ -125,12 +134,26 @@ class RetentionCollector:
                 )
                 report.deferred.append(batch_id)
                 continue
-            newly = self.index.mark_reclaimed(batch_id, at=at)
+            newly = False
+            if batch.artifacts_reclaimed_at is None:
+                unchanged = self.settings.retention_unchanged(orgs[batch.org_id])
+                newly = self.index.mark_reclaimed(batch_id, at=at, unless=unchanged)
+                if not newly and not self._marked(batch_id):
+                    # The org saved its settings after this sweep read them (a longer window,
+                    # say): nothing is deleted, and the entry, still due, is decided again on them.
+                    del orgs[batch.org_id]
+                    report.deferred.append(batch_id)
+                    continue
             report.objects_deleted += self._delete_bytes(batch_id)
             self.index.drop_reclaim(batch_id, seen=seen)
             if newly:
                 report.reclaimed.append(batch_id)
         return report
+
+    def _marked(self, batch_id: str) -> bool:
+        """The batch is marked reclaimed (by this sweep's earlier try, or another sweep)."""
+        batch = self.index.get(batch_id)
+        return batch is not None and batch.artifacts_reclaimed_at is not None
 
     def _until(self, batch: BatchRecord, settings: RetentionSettings) -> datetime | None:
         """When this batch's bytes may go; None while kept (until deleted, or not finished)."""
