@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from batchroute.clock import FixedClock
+from batchroute.domain.billing.payments import AutoTopup
 from batchroute.errors import TransientError
 from batchroute.money import Money
 from tests.integration.payments_harness import Bench, intent_of, stripe_client
@@ -111,6 +114,36 @@ def test_an_attempt_not_charged_yet_is_not_charged_once_the_user_switched_auto_t
     # And nothing counts as a failed payment: no back-off, no "failed" email
     assert settings(bench)["status"]["consecutive_failures"] == 0
     assert not bench.events("billing.auto_topup_failed")
+
+
+def test_an_attempt_is_not_charged_when_auto_top_up_is_switched_off_while_the_sweep_decides(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an attempt started but not charged yet, and a sweep that finds auto top-up on just
+    # before the user (or a dispute's webhook) switches it off
+    bench.buy(100)
+    bench.configure(**ARMED)
+    bench.spend("95")
+    bench.moved()
+    (started,) = bench.attempts()
+    store = bench.wiring.auto_topup.store
+    read = store.auto_topup
+
+    def read_then_switched_off(org_id: str) -> AutoTopup:
+        monkeypatch.setattr(store, "auto_topup", read)  # once
+        found = read(org_id)
+        bench.configure(enabled=False)
+        return found
+
+    monkeypatch.setattr(store, "auto_topup", read_then_switched_off)
+    # When that sweep and the next run
+    bench.wiring.sweeper.sweep()
+    report = bench.wiring.sweeper.sweep()["auto_topups"]
+    # Then the card is never charged: the attempt is withdrawn, and the balance is as it was
+    assert report["withdrawn"] == [started["id"]]
+    (ended,) = bench.attempts()
+    assert ended["failure_code"] == "auto_topup_disabled" and not ended["processor_reference"], ended
+    assert bench.emulator.deliver_pending() == [] and bench.balance() == Money.usd(5)
 
 
 def test_an_attempt_whose_charge_answer_was_lost_is_charged_again_not_withdrawn(bench: Bench) -> None:

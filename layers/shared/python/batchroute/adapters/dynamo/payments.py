@@ -30,6 +30,7 @@ from batchroute.adapters.dynamo.codec import (
     org_key,
     org_pk,
     plain,
+    to_value,
     update_request,
 )
 from batchroute.adapters.dynamo.reads import index_before, prefix_query
@@ -150,11 +151,26 @@ class PaymentsStore(DynamoStore):
 
     def charge_tried(self, org_id: str, attempt_id: str, *, at: str) -> bool:
         """Note that a charge of the pending attempt is about to reach the processor (kept the
-        first time: the attempt is never withdrawn after it); False when it is no longer
-        pending (settled, or withdrawn, meanwhile: it is not charged)."""
-        return self._update_pending(
-            org_id, attempt_id, "SET charge_tried_at = if_not_exists(charge_tried_at, :at)", {":at": at}
+        first time: the attempt is never withdrawn after it), in one transaction with a check
+        that the org's auto top-up is on; False when the attempt is no longer pending (settled,
+        or withdrawn, meanwhile) or auto top-up is off (switched off since the attempt started,
+        by the user or a dispute or refund: the sweep withdraws it). Either way it is not
+        charged."""
+        tried = update_request(
+            self.table_name,
+            org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
+            "SET charge_tried_at = if_not_exists(charge_tried_at, :at)",
+            condition="#status = :pending",
+            names=_STATUS,
+            values={":at": at, ":pending": "pending"},
         )
+        switched_on = {
+            "TableName": self.table_name,
+            "Key": org_key(org_id, _SETTINGS_SK),
+            "ConditionExpression": "enabled = :on",
+            "ExpressionAttributeValues": {":on": to_value(True)},
+        }
+        return self.transact([{"Update": tried}, {"ConditionCheck": switched_on}])
 
     def _update_pending(
         self, org_id: str, attempt_id: str, expression: str, values: dict[str, object]

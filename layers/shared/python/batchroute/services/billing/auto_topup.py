@@ -247,7 +247,7 @@ class AutoTopupService:
         if attempt.charge_tried_at is None and not self.store.charge_tried(
             attempt.org_id, attempt.attempt_id, at=isoformat(at)
         ):
-            return None  # settled or withdrawn meanwhile: not charged
+            return None  # settled, withdrawn or switched off meanwhile: not charged
         customer = self.store.customer_id(attempt.org_id)
         card = self.store.payment_method(attempt.org_id)
         if customer is None or card is None:
