@@ -23,6 +23,18 @@ from tests.integration.test_auto_topup_api import settings
 ARMED = {"enabled": True, "trigger_balance": "10", "amount": "50"}
 
 
+def started_attempt(bench: Bench) -> dict[str, Any]:
+    """100 USD bought, auto top-up on, then 95 spent: an attempt started (the balance fell
+    under the trigger) and not charged yet, which the sweeper charges within the minute."""
+    bench.buy(100)
+    bench.configure(**ARMED)
+    bench.spend("95")
+    bench.moved()
+    (started,) = bench.attempts()
+    assert started["status"] == "pending" and not started["processor_reference"]
+    return started
+
+
 def switched_off(bench: Bench) -> str | None:
     found = settings(bench)
     return None if found["enabled"] else found["status"]["disabled_reason"]
@@ -94,14 +106,8 @@ def test_a_refund_charges_the_refunded_card_no_more(bench: Bench) -> None:
 def test_an_attempt_not_charged_yet_is_not_charged_once_the_user_switched_auto_top_up_off(
     bench: Bench,
 ) -> None:
-    # Given an attempt started (the balance fell under the trigger) but not charged yet: the
-    # sweeper charges it within the minute
-    bench.buy(100)
-    bench.configure(**ARMED)
-    bench.spend("95")
-    bench.moved()
-    (started,) = bench.attempts()
-    assert started["status"] == "pending" and not started["processor_reference"]
+    # Given an attempt started but not charged yet
+    started = started_attempt(bench)
     # When the user switches auto top-up off before the sweep
     bench.configure(enabled=False)
     report = bench.wiring.sweeper.sweep()["auto_topups"]
@@ -121,11 +127,7 @@ def test_an_attempt_is_not_charged_when_auto_top_up_is_switched_off_while_the_sw
 ) -> None:
     # Given an attempt started but not charged yet, and a sweep that finds auto top-up on just
     # before the user (or a dispute's webhook) switches it off
-    bench.buy(100)
-    bench.configure(**ARMED)
-    bench.spend("95")
-    bench.moved()
-    (started,) = bench.attempts()
+    started = started_attempt(bench)
     store = bench.wiring.auto_topup.store
     read = store.auto_topup
 
