@@ -7,7 +7,7 @@ wrongly (`regression_failed` in the next fired batch's plan)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.dynamo.schedules import ScheduleStore
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
+from batchroute.domain.accounts.access import Principal
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.schedules.schedules import Schedule
 from batchroute.wiring import Wiring, wiring_for
@@ -581,6 +582,42 @@ def test_an_eventbridge_trigger_that_outlived_its_schedule_removes_itself_when_i
     # while the sweeper's catch-up (which fires only what the schedules' index holds) removes none
     assert schedules.fire(org.org_id, sid, fire_at, trigger="sweeper").state == "skipped"
     assert removed == [sid]
+
+
+class LiveTriggers:
+    """EventBridge Scheduler as the service sees it: the triggers there are now. `on_remove`
+    runs before the first remove lands (another request's write and sync in between)."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, Schedule] = {}
+        self.on_remove: Callable[[], None] | None = None
+
+    def put(self, schedule: Schedule) -> None:
+        self.live[schedule.schedule_id] = schedule
+
+    def remove(self, schedule_id: str) -> None:
+        before, self.on_remove = self.on_remove, None
+        if before is not None:
+            before()
+        self.live.pop(schedule_id, None)
+
+
+def test_a_pause_whose_trigger_removal_lands_after_a_resume_leaves_the_trigger_on(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given an active schedule with its trigger
+    sid = _schedule(client, org).json()["id"]
+    triggers = LiveTriggers()
+    schedules = replace(_wiring(FixedClock(START)).schedules, triggers=triggers)
+    owner = Principal(org_id=org.org_id, role="owner", via="api_key", key_id="key_test")
+    # When a pause is written, and a resume is written and synced before the pause's removal
+    # of the trigger reaches EventBridge
+    triggers.on_remove = lambda: schedules.set_state(owner, sid, "active")
+    schedules.set_state(owner, sid, "paused")
+    # Then the schedule is active, and so is its trigger
+    stored = schedules.store.get(org.org_id, sid)
+    assert stored is not None and stored.state == "active"
+    assert sid in triggers.live and triggers.live[sid].expression == stored.expression
 
 
 # -- a bucket prefix as the input source -------------------------------------------------------

@@ -56,6 +56,8 @@ MAX_SOURCE_FILES = 100  # input files read under a bucket prefix per firing
 MAX_SOURCE_BYTES = 50 * 1024 * 1024  # per input file under a bucket prefix
 SAME_FIRE = timedelta(hours=1)
 CATCH_UP_AFTER = timedelta(minutes=10)
+# Syncs of one schedule's trigger racing each other settle in two rounds at most.
+SYNC_TRIES = 3
 
 # A read-change-write of a schedule: what it wrote (or found unchanged, False), None when
 # another write came between its read and its write.
@@ -384,12 +386,27 @@ class Schedules:
         )
 
     def _sync_trigger(self, schedule: Schedule) -> None:
+        """Bring the EventBridge trigger to the schedule as stored: apply what `schedule` (just
+        written) asks, then read it again, and while a write since has changed what the
+        trigger is made of (a pause racing a resume, two updates, a delete), apply the stored
+        one. Syncs that race so end with the last write's trigger, whatever order their calls
+        reach EventBridge in. One still changing after SYNC_TRIES is left to the next write's
+        sync and the sweeper's catch-up (logged)."""
         if self.triggers is None:
             return
-        if schedule.state == "active":
-            self.triggers.put(schedule)
-        else:
-            self.triggers.remove(schedule.schedule_id)
+        current: Schedule | None = schedule
+        for _ in range(SYNC_TRIES):
+            made_of = _trigger_of(current)
+            if current is not None and made_of is not None:
+                self.triggers.put(current)
+            else:
+                self.triggers.remove(schedule.schedule_id)
+            current = self.store.get(schedule.org_id, schedule.schedule_id)
+            if _trigger_of(current) == made_of:
+                return
+        logger.warning(
+            "schedule trigger kept changing while synced", extra={"schedule_id": schedule.schedule_id}
+        )
 
     def _kept_exclusions(self, schedule: Schedule) -> dict[str, LaneExclusion]:
         """The exclusions a new version keeps: those of lanes of its golden set's model (its
@@ -502,6 +519,13 @@ def _written(attempt: Callable[[], _Write]) -> tuple[Schedule, bool]:
         if done is not None:
             return done
     raise Conflict("The schedule changed while this update was applied; retry.", code="concurrent_update")
+
+
+def _trigger_of(schedule: Schedule | None) -> tuple[str, str, str] | None:
+    """What a schedule's EventBridge trigger is made of; None: it has none (paused, deleted)."""
+    if schedule is None or schedule.state != "active":
+        return None
+    return schedule.expression, schedule.time_zone, schedule.anchor_at
 
 
 def _named_fire(schedule: Schedule, fire_at: datetime) -> str:
