@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.schedules import ScheduleStore
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.batches.record import BatchRecord
-from batchroute.domain.schedules.schedules import Schedule
+from batchroute.domain.schedules.schedules import MAX_SCHEDULES_PER_ORG, Schedule
 from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from tests.integration.batch_pipeline_support import LLAMA, heartbeat_all_lanes
@@ -582,6 +583,41 @@ def test_an_eventbridge_trigger_that_outlived_its_schedule_removes_itself_when_i
     # while the sweeper's catch-up (which fires only what the schedules' index holds) removes none
     assert schedules.fire(org.org_id, sid, fire_at, trigger="sweeper").state == "skipped"
     assert removed == [sid]
+
+
+def test_an_org_keeps_at_most_its_limit_of_schedules(
+    client: TestClient, org: TestOrg, clock: FixedClock
+) -> None:
+    schedules = _wiring(clock).schedules
+    schedules.max_schedules = 2
+    try:
+        # Given an org with two schedules, its limit
+        first = _schedule(client, org).json()["id"]
+        assert _schedule(client, org, name="second").status_code == 201
+        # When it creates a third / Then 409 schedule_limit, naming the limit, and nothing is kept
+        full = _schedule(client, org, name="third")
+        assert full.status_code == 409, full.text
+        assert _error(full) == {**_error(full), "code": "schedule_limit", "details": {"limit": 2}}
+        listed = client.get("/v1/schedules", headers=org.key_headers()).json()["data"]
+        assert sorted(s["name"] for s in listed) == ["nightly", "second"]
+        # And a deleted schedule frees its place
+        assert client.delete(f"/v1/schedules/{first}", headers=org.key_headers()).status_code == 200
+        assert _schedule(client, org, name="third").status_code == 201
+    finally:
+        schedules.max_schedules = MAX_SCHEDULES_PER_ORG
+
+
+def test_a_schedule_made_before_schedules_were_counted_is_deleted(client: TestClient, org: TestOrg) -> None:
+    # Given a schedule whose org has no count yet (made before the limit was kept)
+    sid = _schedule(client, org).json()["id"]
+    controls = aws_client("dynamodb")
+    table = get_settings().table_name("controls")
+    controls.delete_item(TableName=table, Key={"pk": {"S": f"ORG#{org.org_id}"}, "sk": {"S": "SCHEDULES"}})
+    # When it is deleted / Then it is gone, and the org counts from zero again
+    assert client.delete(f"/v1/schedules/{sid}", headers=org.key_headers()).status_code == 200
+    assert client.get(f"/v1/schedules/{sid}", headers=org.key_headers()).status_code == 404
+    assert client.delete(f"/v1/schedules/{sid}", headers=org.key_headers()).status_code == 404
+    assert _schedule(client, org).status_code == 201
 
 
 class LiveTriggers:

@@ -50,7 +50,13 @@ _INVALID = errors_doc(
     "/v1/schedules",
     status_code=201,
     response_model=documented_as(ScheduleOut),
-    responses={**_ERRORS, **_INVALID},
+    responses={
+        **_ERRORS,
+        **_INVALID,
+        **errors_doc(
+            {409: "The organization keeps the most schedules it may (`schedule_limit`, details.limit)"}
+        ),
+    },
     summary="Create a recurring schedule (version 1); a golden set is benchmarked at once",
 )
 def create_schedule(principal: Manager, schedules: SchedulesDep, body: ScheduleCreate) -> ScheduleView:

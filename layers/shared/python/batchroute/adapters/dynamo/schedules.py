@@ -21,9 +21,12 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any, cast
 
+from botocore.exceptions import ClientError
+
 from batchroute.adapters.dynamo.codec import (
     EXISTS,
     decimals,
+    delete_request,
     from_item,
     plain,
     put_request,
@@ -37,6 +40,8 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_transaction,
     put_new,
+    refused_by,
+    transact_unless_refused,
 )
 from batchroute.domain.presets.golden_sets import RegressionRecord
 from batchroute.domain.schedules.schedules import (
@@ -61,6 +66,11 @@ _ONE_MORE = {":zero": 0, ":one": 1}
 
 def _key(org_id: str, schedule_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": f"{_PREFIX}{schedule_id}"}}
+
+
+def _count_key(org_id: str) -> dict[str, Any]:
+    """The org's count of schedules (`MAX_SCHEDULES_PER_ORG`)."""
+    return {"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": "SCHEDULES"}}
 
 
 def version_sk(version: int) -> str:
@@ -96,12 +106,17 @@ def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
 
 class ScheduleStore(DynamoStore):
     # -- schedules -------------------------------------------------------------------------
-    def create(self, schedule: Schedule) -> None:
-        self.dynamodb.transact_write_items(
-            TransactItems=[
+    def create(self, schedule: Schedule, *, limit: int) -> bool:
+        """The schedule, its first version and one more in the org's count, at once; False
+        (nothing written) when the org keeps `limit` schedules already."""
+        return transact_unless_refused(
+            self.dynamodb,
+            [
+                self.count_up(_count_key(schedule.org_id), limit=limit),
                 put_new(self.table_name, _item(schedule)),
                 self._version_put(schedule),
-            ]
+            ],
+            0,
         )
 
     def replace(self, schedule: Schedule, *, new_version: bool) -> bool:
@@ -145,7 +160,19 @@ class ScheduleStore(DynamoStore):
         return page, (page[-1].schedule_id if len(found) > limit else None)
 
     def delete(self, org_id: str, schedule_id: str) -> bool:
-        return self.delete_where(_key(org_id, schedule_id))
+        """The schedule gone and one less in the org's count, at once; False when there is no
+        such schedule. One made before schedules were counted (the count already at 0) is
+        deleted alone."""
+        remove = {"Delete": delete_request(self.table_name, _key(org_id, schedule_id), condition=EXISTS)}
+        try:
+            self.dynamodb.transact_write_items(TransactItems=[remove, self.count_down(_count_key(org_id))])
+        except ClientError as exc:
+            if refused_by(exc, 0):
+                return False
+            if refused_by(exc, 1):
+                return self.delete_where(_key(org_id, schedule_id))
+            raise
+        return True
 
     def advance(self, schedule: Schedule, *, fired_at: str, next_fire_at: str | None) -> bool:
         """Move an active schedule past a fire (conditional on the fire it was due for)."""

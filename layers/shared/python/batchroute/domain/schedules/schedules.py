@@ -38,6 +38,8 @@ ScheduleState = Literal["active", "paused"]
 RunState = Literal["firing", "created", "failed", "skipped"]
 
 MIN_INTERVAL: Final = timedelta(minutes=5)
+# Schedules an organization may keep (each has an EventBridge trigger on AWS): 409 `schedule_limit`.
+MAX_SCHEDULES_PER_ORG: Final = 100
 MAX_NAME: Final = 100
 MAX_DESCRIPTION: Final = 1000
 MAX_PREFIX: Final = 512

@@ -29,6 +29,7 @@ from batchroute.domain.presets.golden_sets import RegressionRunView, golden_mode
 from batchroute.domain.routing.gates import Exclusions, GateFailure
 from batchroute.domain.schedules.eventbridge import eventbridge_expression
 from batchroute.domain.schedules.schedules import (
+    MAX_SCHEDULES_PER_ORG,
     BatchOptions,
     LaneExclusion,
     RunView,
@@ -102,6 +103,7 @@ class Schedules:
     clock: Clock
     regression: RegressionStarter  # a version with a golden set is benchmarked (docs/schedules.md)
     triggers: Triggers | None = None  # EventBridge Scheduler's; None: the sweeper fires due schedules
+    max_schedules: int = MAX_SCHEDULES_PER_ORG
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, principal: Principal, schedule_id: str) -> Schedule:
@@ -176,7 +178,12 @@ class Schedules:
             **definition.stored(),
         )
         schedule = replace(schedule, next_fire_at=self._next(schedule, now) if state == "active" else None)
-        self.store.create(schedule)
+        if not self.store.create(schedule, limit=self.max_schedules):
+            raise Conflict(
+                f"An organization may keep at most {self.max_schedules} schedules; delete one first.",
+                code="schedule_limit",
+                details={"limit": self.max_schedules},
+            )
         self._sync_trigger(schedule)
         logger.info("schedule created", extra={"org_id": principal.org_id, "schedule_id": schedule_id})
         self._regress(principal, schedule, "version_change")
