@@ -217,6 +217,27 @@ def test_a_reset_ends_a_session_its_revocation_did_not_see(
     assert browser.get("/v1/auth/account").status_code == 401
 
 
+def test_a_reset_ends_the_other_reset_links(harness: Harness) -> None:
+    # Given two reset links mailed to one account
+    harness.register("ann@example.com")
+    tokens = []
+    for _ in range(2):
+        harness.client.post("/v1/auth/password/forgot", json={"email": "ann@example.com"})
+        tokens.append(harness.token_in(harness.link_to("ann@example.com", "reset-password?token=")))
+    assert tokens[0] != tokens[1]
+    # When the newer one resets the password
+    reset = harness.client.post(
+        "/v1/auth/password/reset", json={"token": tokens[1], "password": NEW_PASSWORD}
+    )
+    assert reset.status_code == 200
+    # Then the older one no longer works, and the password stays as reset
+    older = harness.client.post(
+        "/v1/auth/password/reset", json={"token": tokens[0], "password": "another one!"}
+    )
+    assert older.status_code == 401 and older.json()["error"]["code"] == "invalid_token"
+    assert harness.login("ann@example.com", NEW_PASSWORD).get("/v1/auth/account").status_code == 200
+
+
 def test_reset_refuses_bad_tokens_and_short_passwords(harness: Harness) -> None:
     harness.register("ann@example.com")
     harness.client.post("/v1/auth/password/forgot", json={"email": "ann@example.com"})

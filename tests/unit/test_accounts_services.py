@@ -14,7 +14,7 @@ from batchroute.adapters.dynamo.identity import EmailTaken
 from batchroute.adapters.email import MemoryOutbox
 from batchroute.clock import FixedClock, isoformat
 from batchroute.domain.accounts.access import Principal
-from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
+from batchroute.domain.accounts.accounts import ApiKey, Org, Session, SpentToken, User
 from batchroute.domain.accounts.credentials import keyed_hash
 from batchroute.errors import Forbidden, InvalidRequest, NotFound, Unauthenticated
 from batchroute.money import Money
@@ -105,15 +105,21 @@ class FakeIdentity:
             self.revoke_session(session.token_hash, at)
         return len(live)
 
-    def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None:
-        self.tokens[(purpose, token_hash)] = {"user_id": user_id, "expires_at": expires_at}
+    def put_token(
+        self, *, purpose: str, token_hash: str, user_id: str, expires_at: str, credentials_version: int = 0
+    ) -> None:
+        self.tokens[(purpose, token_hash)] = {
+            "user_id": user_id,
+            "expires_at": expires_at,
+            "credentials_version": credentials_version,
+        }
 
-    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None:
+    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> SpentToken | None:
         token = self.tokens.get((purpose, token_hash))
         if token is None or token.get("used_at") or token["expires_at"] <= now:
             return None
         token["used_at"] = now
-        return str(token["user_id"])
+        return SpentToken(str(token["user_id"]), int(token["credentials_version"]))
 
 
 class FakeWallets:

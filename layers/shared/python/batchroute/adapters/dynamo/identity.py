@@ -15,7 +15,7 @@ from batchroute.adapters.dynamo.codec import EXISTS, NEW, from_item, put_request
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import transact_unless_refused, written
-from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
+from batchroute.domain.accounts.accounts import ApiKey, Org, Session, SpentToken, User
 from batchroute.domain.stored import from_stored
 from batchroute.errors import Conflict
 from batchroute.transactions import TransactItem
@@ -225,7 +225,9 @@ class IdentityStore(DynamoStore):
         return revoked
 
     # -- single-use tokens (email verification, password reset) --------------------------
-    def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None:
+    def put_token(
+        self, *, purpose: str, token_hash: str, user_id: str, expires_at: str, credentials_version: int = 0
+    ) -> None:
         values = {
             "pk": f"TOKEN#{purpose}#{token_hash}",
             "sk": "META",
@@ -233,12 +235,13 @@ class IdentityStore(DynamoStore):
             "purpose": purpose,
             "user_id": user_id,
             "expires_at": expires_at,
+            "credentials_version": credentials_version,
             "ttl": _epoch(expires_at),
         }
         self.overwrite(values)
 
-    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None:
-        """The token's user id, once: a used, expired or unknown token gives None."""
+    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> SpentToken | None:
+        """The token, once: a used, expired or unknown token gives None."""
         request = update_request(
             self.table_name,
             _meta_key(f"TOKEN#{purpose}#{token_hash}"),
@@ -247,7 +250,10 @@ class IdentityStore(DynamoStore):
             values={":now": now},
         )
         response = written(self.dynamodb.update_item, **request, ReturnValues="ALL_NEW")
-        return None if response is None else str(from_item(response["Attributes"])["user_id"])
+        if response is None:
+            return None
+        item = from_item(response["Attributes"])
+        return SpentToken(str(item["user_id"]), _version(item))
 
     # -- helpers -------------------------------------------------------------------------
     def _query_gsi1(self, partition: str, sort_prefix: str) -> list[dict[str, Any]]:

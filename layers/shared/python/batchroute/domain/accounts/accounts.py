@@ -81,3 +81,12 @@ class Session:
         reset since ends it, even one that raced the sign-in or a session the reset's
         revocation did not see)."""
         return user.user_id == self.user_id and user.credentials_version == self.credentials_version
+
+
+@dataclass(frozen=True)
+class SpentToken:
+    """A single-use link's token, spent: whose it was, and the user's credentials_version
+    when it was issued (a reset link issued before the password last changed is no good)."""
+
+    user_id: str
+    credentials_version: int = 0

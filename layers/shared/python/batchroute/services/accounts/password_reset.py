@@ -1,5 +1,5 @@
 """Forgotten passwords: a single-use reset link (1 hour), then a new password that ends
-every session of the user.
+every session of the user and every other reset link it had.
 
 `forgot` must not reveal whether an address has an account: the answer is always the same,
 errors after the lookup are swallowed (logged), and every call is held to the same minimum
@@ -93,6 +93,7 @@ class PasswordReset:
             token_hash=token_hash,
             user_id=user.user_id,
             expires_at=isoformat(self.clock.now() + RESET_LIFETIME),
+            credentials_version=user.credentials_version,
         )
         link = f"{self.public_base_url}/console/reset-password?{urlencode({'token': token})}"
         self.mailer.send(
@@ -115,7 +116,10 @@ class PasswordReset:
         # Hashed first: once the token is spent, only the update stands between it and the new password.
         new_hash = self.passwords.hash(password)
         now = isoformat(self.clock.now())
-        user = spend_token(self.store, self.secret(), purpose=RESET_PURPOSE, token=token, now=now)
+        # A link issued before the password last changed (by another link) is no good.
+        user = spend_token(
+            self.store, self.secret(), purpose=RESET_PURPOSE, token=token, now=now, current_only=True
+        )
         if user is None:
             raise invalid
         # The link reached the inbox, which proves the address as well as a verification link.

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, require_user_session
-from batchroute.domain.accounts.accounts import User
+from batchroute.domain.accounts.accounts import SpentToken, User
 from batchroute.domain.accounts.credentials import keyed_hash, new_opaque_token
 from batchroute.errors import InvalidRequest, Unauthenticated
 from batchroute.services.accounts.ports import UserRecords
@@ -29,9 +29,11 @@ MAX_TOKEN_LENGTH = 256
 class TokenStore(UserRecords, Protocol):
     """Single-use link tokens (by keyed hash) and the users they name."""
 
-    def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None: ...
+    def put_token(
+        self, *, purpose: str, token_hash: str, user_id: str, expires_at: str, credentials_version: int = 0
+    ) -> None: ...
 
-    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None: ...
+    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> SpentToken | None: ...
 
 
 def plausible_token(token: str) -> bool:
@@ -39,14 +41,19 @@ def plausible_token(token: str) -> bool:
     return 0 < len(token) <= MAX_TOKEN_LENGTH
 
 
-def spend_token(store: TokenStore, secret: bytes, *, purpose: str, token: str, now: str) -> User | None:
+def spend_token(
+    store: TokenStore, secret: bytes, *, purpose: str, token: str, now: str, current_only: bool = False
+) -> User | None:
     """The user a single-use link's `token` names, the token spent in one conditional write
     (it works exactly once, even when two clicks race); None for an unknown, used or expired
-    token."""
+    token and, with `current_only`, for one issued before the user's password last changed."""
     if not plausible_token(token):
         return None
-    user_id = store.consume_token(purpose=purpose, token_hash=keyed_hash(secret, token), now=now)
-    return store.get_user(user_id) if user_id else None
+    spent = store.consume_token(purpose=purpose, token_hash=keyed_hash(secret, token), now=now)
+    user = store.get_user(spent.user_id) if spent else None
+    if user is None or spent is None:
+        return None
+    return None if current_only and spent.credentials_version != user.credentials_version else user
 
 
 @dataclass(eq=False)
