@@ -305,6 +305,30 @@ def test_a_firing_creates_one_batch_even_when_the_trigger_repeats(
     assert current["last_fire_at"] == "2026-03-08T07:30:00.000Z"
 
 
+def test_a_schedule_deleted_while_it_fires_leaves_no_run_behind(
+    client: TestClient, org: TestOrg, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a schedule due, whose firing is deleted (with its history) while it makes its batch
+    sid = _schedule(client, org).json()["id"]
+    clock.advance(hours=20)
+    heartbeat_all_lanes(clock)
+    schedules = _wiring(clock).schedules
+    make_batch = schedules._create_batch
+
+    def deleted_meanwhile(schedule: Schedule, fire_at: str) -> str:
+        batch_id = make_batch(schedule, fire_at)
+        assert client.delete(f"/v1/schedules/{sid}", headers=org.key_headers()).status_code == 200
+        return batch_id
+
+    monkeypatch.setattr(schedules, "_create_batch", deleted_meanwhile)
+    # When it fires
+    (fired,) = schedules.fire_due()["created"]
+    # Then its run is not written back under the deleted schedule: nothing of it is left
+    assert fired == sid
+    assert schedules.store.run(sid, "2026-03-08T07:30:00.000Z") is None
+    assert client.get(f"/v1/schedules/{sid}", headers=org.key_headers()).status_code == 404
+
+
 def test_fires_across_the_dst_change_in_the_schedules_zone(
     client: TestClient, org: TestOrg, clock: FixedClock
 ) -> None:

@@ -39,6 +39,7 @@ from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_transaction,
+    conditional_update,
     put_new,
     refused_by,
     transact_unless_refused,
@@ -229,12 +230,14 @@ class ScheduleStore(DynamoStore):
         """Record a firing once; False when this fire time already has its run."""
         return self.insert_once({**_run_keys(run.schedule_id, run.fire_at), **asdict(run)})
 
-    def finish_run(self, run: ScheduleRun) -> None:
-        """The run's outcome: its state, and its batch or its error."""
+    def finish_run(self, run: ScheduleRun) -> bool:
+        """The run's outcome: its state, and its batch or its error; False when the run is
+        gone (its schedule was deleted while it fired, and its history with it): nothing is
+        written back."""
         outcome = {"state": run.state, "batch_id": run.batch_id, "error": run.error}
         changes = {name: value for name, value in outcome.items() if value is not None}
         key = {k: to_value(v) for k, v in _run_keys(run.schedule_id, run.fire_at).items()}
-        self.dynamodb.update_item(**set_update(self.table_name, key, changes, condition=None))
+        return conditional_update(self.dynamodb, **set_update(self.table_name, key, changes))
 
     def run(self, schedule_id: str, fire_at: str) -> ScheduleRun | None:
         key = {k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()}
