@@ -51,6 +51,8 @@ class FakeScheduler:
         return ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "no"}}, operation)
 
     def create_schedule(self, **request: Any) -> None:
+        if (request["GroupName"], request["Name"]) in self.schedules:  # as the service answers
+            raise ClientError({"Error": {"Code": "ConflictException", "Message": "exists"}}, "CreateSchedule")
         self.schedules[request["GroupName"], request["Name"]] = request
 
     def update_schedule(self, **request: Any) -> None:
@@ -101,3 +103,22 @@ def test_put_creates_then_updates_and_remove_is_idempotent() -> None:
     triggers.remove("sched_1")
     triggers.remove("sched_1")
     assert fake.schedules == {}
+
+
+def test_a_put_racing_another_puts_creation_updates_what_the_other_made() -> None:
+    # Given a trigger another put creates between this put's update (not found yet) and its create
+    fake = FakeScheduler()
+    update = fake.update_schedule
+
+    def other_created_meanwhile(**request: Any) -> None:
+        fake.update_schedule = update  # type: ignore[method-assign]
+        try:
+            update(**request)
+        finally:
+            fake.schedules["g", "sched_1"] = {**request, "ScheduleExpression": "cron(0 0 1 * ? *)"}
+
+    fake.update_schedule = other_created_meanwhile  # type: ignore[method-assign]
+    triggers = EventScheduler(group_name="g", role_arn="arn:role", target_arn="arn:fn", scheduler=fake)
+    # When this put creates it / Then the create's conflict is no error: its own fields stand
+    triggers.put(_schedule())
+    assert fake.schedules["g", "sched_1"]["ScheduleExpression"] == "cron(30 2 * * ? *)"

@@ -100,13 +100,23 @@ class EventScheduler:
         try:
             self.scheduler.update_schedule(**request)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            if _code(exc) != "ResourceNotFoundException":
                 raise
-            self.scheduler.create_schedule(**request)
+            try:
+                self.scheduler.create_schedule(**request)
+            except ClientError as again:
+                if _code(again) != "ConflictException":
+                    raise
+                # Another put created it since (a racing sync): this one's fields go over it.
+                self.scheduler.update_schedule(**request)
 
     def remove(self, schedule_id: str) -> None:
         try:
             self.scheduler.delete_schedule(Name=schedule_name(schedule_id), GroupName=self.group_name)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            if _code(exc) != "ResourceNotFoundException":
                 raise
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
