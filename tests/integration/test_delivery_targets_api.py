@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ import boto3
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.dynamo.delivery_targets import DeliveryTargetStore
 from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock
 from batchroute.config import Settings, get_settings
@@ -287,16 +289,32 @@ def test_the_test_writes_a_sample_object_with_the_targets_credentials(
     assert again["last_test"] == {"ok": True, "at": "2026-04-01T09:30:00.000Z", "key": key, "error": None}
 
 
+@dataclass
+class Race:
+    """Two browsers of one org on the API at a movable clock, and the org's target."""
+
+    clock: FixedClock
+    client: TestClient
+    other: TestClient
+    org: TestOrg
+    target: dict[str, Any]
+
+    @classmethod
+    def of(cls, monkeypatch: pytest.MonkeyPatch, customer: CustomerS3, **target_fields: Any) -> Race:
+        clock = FixedClock(NOW)
+        app = create_app(_settings(monkeypatch, loopback=True))
+        app.dependency_overrides[get_clock] = lambda: clock
+        client, org = TestClient(app), new_org()
+        target = create(client, org, customer.target_body(**target_fields)).json()
+        return cls(clock, client, TestClient(app), org, target)
+
+
 def test_a_test_that_ends_after_the_target_moved_leaves_no_outcome_on_it(
     local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, customer: CustomerS3
 ) -> None:
     # Given a target, and a change of its prefix made while a test of it is writing its sample
-    clock = FixedClock(NOW)
-    app = create_app(_settings(monkeypatch, loopback=True))
-    app.dependency_overrides[get_clock] = lambda: clock
-    client, other = TestClient(app), TestClient(app)
-    org = new_org()
-    target = create(client, org, customer.target_body(prefix="before")).json()
+    race = Race.of(monkeypatch, customer, prefix="before")
+    clock, client, other, org, target = race.clock, race.client, race.other, race.org, race.target
     opened = DeliveryTargets.open
 
     def moved_meanwhile(self: DeliveryTargets, tested: DeliveryTarget, *, probe: bool = False) -> Bucket:
@@ -315,6 +333,29 @@ def test_a_test_that_ends_after_the_target_moved_leaves_no_outcome_on_it(
     assert answer.status_code == 200 and answer.json()["ok"] is True, answer.text
     shown = client.get(f"{PATH}/{target['id']}", headers=org.key_headers()).json()
     assert shown["prefix"] == "after" and shown["last_test"] is None
+
+
+def test_a_rename_that_races_a_test_keeps_the_tests_outcome(
+    local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, customer: CustomerS3
+) -> None:
+    # Given a target, and a rename that read it just before a test of it recorded its outcome
+    race = Race.of(monkeypatch, customer)
+    client, other, org, target = race.client, race.other, race.org, race.target
+    written = DeliveryTargetStore.replace
+
+    def tested_meanwhile(self: DeliveryTargetStore, renamed: DeliveryTarget, *, seen: DeliveryTarget) -> bool:
+        monkeypatch.setattr(DeliveryTargetStore, "replace", written)  # once
+        tested = other.post(f"{PATH}/{target['id']}/test", headers=org.key_headers())
+        assert tested.status_code == 200 and tested.json()["ok"] is True, tested.text
+        return written(self, renamed, seen=seen)
+
+    monkeypatch.setattr(DeliveryTargetStore, "replace", tested_meanwhile)
+    # When the rename is written
+    renamed = client.patch(f"{PATH}/{target['id']}", json={"name": "renamed"}, headers=org.key_headers())
+    # Then it is made, and the test's outcome stays on the target (the bucket is the one tested)
+    assert renamed.status_code == 200, renamed.text
+    shown = client.get(f"{PATH}/{target['id']}", headers=org.key_headers()).json()
+    assert shown["name"] == "renamed" and shown["last_test"] is not None and shown["last_test"]["ok"]
 
 
 def _closed_port() -> int:

@@ -54,12 +54,20 @@ class DeliveryTargetStore(DynamoStore):
     def get(self, org_id: str, target_id: str) -> DeliveryTarget | None:
         return self.read_at(_key(org_id, target_id), target_from_item)
 
-    def replace(self, target: DeliveryTarget, *, expected_updated_at: str) -> bool:
-        """Overwrite an existing target, only if nobody changed it since it was read."""
+    def replace(self, target: DeliveryTarget, *, seen: DeliveryTarget) -> bool:
+        """Overwrite an existing target, only if nobody changed it since it was read as `seen`:
+        neither its settings (`updated_at`) nor its last test (recorded since, it would be
+        overwritten with the one read)."""
+        values: dict[str, object] = {":seen": seen.updated_at}
+        if seen.last_test is None:
+            tested = "attribute_not_exists(last_test)"
+        else:
+            tested, values[":tested"] = "last_test.#at = :tested", seen.last_test.at
         return self.put_where(
             to_item(_target_item(target)),
-            condition="attribute_exists(pk) AND updated_at = :seen",
-            values={":seen": expected_updated_at},
+            condition=f"attribute_exists(pk) AND updated_at = :seen AND {tested}",
+            names={"#at": "at"} if seen.last_test is not None else None,
+            values=values,
         )
 
     def record_test(self, target: DeliveryTarget, test: LastTest) -> bool:

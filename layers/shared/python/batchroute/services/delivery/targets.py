@@ -36,6 +36,9 @@ from batchroute.ids import new_id
 from batchroute.observability import logger
 from batchroute.services.delivery.ports import Sealer
 
+# An update raced by another write (an update, a test's outcome) is made again on a fresh read.
+UPDATE_ATTEMPTS = 3
+
 
 class TargetStore(Protocol):
     def create(self, target: DeliveryTarget, *, limit: int) -> bool: ...
@@ -44,7 +47,7 @@ class TargetStore(Protocol):
 
     def get(self, org_id: str, target_id: str) -> DeliveryTarget | None: ...
 
-    def replace(self, target: DeliveryTarget, *, expected_updated_at: str) -> bool: ...
+    def replace(self, target: DeliveryTarget, *, seen: DeliveryTarget) -> bool: ...
 
     def record_test(self, target: DeliveryTarget, test: LastTest) -> bool: ...
 
@@ -128,24 +131,27 @@ class DeliveryTargets:
         return self.store.get(org_id, target_id)
 
     def update(self, org_id: str, target_id: str, changes: UpdateTarget) -> DeliveryTarget:
+        """Apply `changes` to the target as it is: a write that lands between the read and
+        the write (another update, a test's outcome) has the update made again on a fresh
+        read, up to UPDATE_ATTEMPTS times, then 409 `concurrent_update`."""
         check_update(changes)
-        current = self.get(org_id, target_id)
-        updated = apply_update(current, changes, at=isoformat(self.clock.now()))
-        if updated.endpoint_url != current.endpoint_url:
-            self._check_endpoint(updated.endpoint_url)
-        if changes.secret_access_key is not None:
-            updated = replace(
-                updated,
-                secret_sealed=self.sealer.seal(
+        sealed = None
+        for _ in range(UPDATE_ATTEMPTS):
+            current = self.get(org_id, target_id)
+            updated = apply_update(current, changes, at=isoformat(self.clock.now()))
+            if updated.endpoint_url != current.endpoint_url:
+                self._check_endpoint(updated.endpoint_url)
+            if changes.secret_access_key is not None:
+                sealed = sealed or self.sealer.seal(
                     changes.secret_access_key, context=secret_context(org_id, target_id)
-                ),
-            )
-        if not self.store.replace(updated, expected_updated_at=current.updated_at):
-            raise Conflict(
-                "The delivery target changed while this update was applied; retry.",
-                code="concurrent_update",
-            )
-        return updated
+                )
+                updated = replace(updated, secret_sealed=sealed)
+            if self.store.replace(updated, seen=current):
+                return updated
+        raise Conflict(
+            "The delivery target changed while this update was applied; retry.",
+            code="concurrent_update",
+        )
 
     def delete(self, org_id: str, target_id: str) -> None:
         self.get(org_id, target_id)
