@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,12 +12,14 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.clock import FixedClock
 from batchroute.config import get_settings
 from batchroute.domain.batches.record import IdempotencyRecord
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
+from functions.api.deps import get_clock
 from tests.integration.batch_pipeline_support import heartbeat_all_lanes
 from tests.integration.principals import TestOrg, new_org
 from tests.integration.test_quotes import _item
@@ -64,6 +67,31 @@ def test_create_answers_202_priced_and_reserves_the_total(client: TestClient, or
     state = _ledger().state(org.org_id)
     assert state.reserved == Money.usd(quote["pricing_estimate"]["total"]["amount"])
     assert state.available == Money.usd("10") - state.reserved
+
+
+def test_a_key_whose_24_hours_passed_may_be_used_again(local_aws: LocalStack) -> None:
+    # Given a batch created under a key, on a movable clock
+    identity_store.cache_clear()
+    clock = FixedClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    app = create_app()
+    app.dependency_overrides[get_clock] = lambda: clock
+    client = TestClient(app, raise_server_exceptions=False)
+    heartbeat_all_lanes(clock)
+    org = new_org(credit_usd="10")
+    first = _create(client, org, {"items": [_item(0)]}, key="reused-key-1")
+    assert first.status_code == 202, first.text
+    # When the key comes again with another body a day and a second later (its record still
+    # there: DynamoDB deletes expired items up to two days late)
+    clock.advance(hours=24, seconds=1)
+    heartbeat_all_lanes(clock)
+    later = _create(client, org, {"items": [_item(1)]}, key="reused-key-1")
+    # Then it is a new request: a new batch, not 409 idempotency_conflict
+    assert later.status_code == 202, later.text
+    assert later.json()["batch"]["id"] != first.json()["batch"]["id"]
+    assert later.headers.get("idempotent-replayed") is None
+    # And from then on the key replays that new batch
+    again = _create(client, org, {"items": [_item(1)]}, key="reused-key-1")
+    assert again.status_code == 202 and again.content == later.content
 
 
 def test_create_from_the_quote_alone_and_without_a_quote(client: TestClient, org: TestOrg) -> None:

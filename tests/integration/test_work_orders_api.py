@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,9 +18,11 @@ from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.work_orders import WorkOrderStore
-from batchroute.clock import SystemClock
+from batchroute.clock import FixedClock, SystemClock
 from batchroute.config import get_settings
+from batchroute.domain.accounts.access import Principal
 from batchroute.money import Money
+from batchroute.services.work_orders.commands import CreateWorkOrder
 from batchroute.services.work_orders.service import WorkOrders
 from batchroute.wiring import Wiring
 from batchroute_tools.local.provision import LocalStack
@@ -368,6 +371,24 @@ def test_create_honours_the_idempotency_key(client: TestClient, org: TestOrg) ->
     # the key is optional: a blank header is none (two such creates make two orders)
     blanks = [_create(client, org, {"name": "c"}, **{"Idempotency-Key": ""}) for _ in range(2)]
     assert [b.status_code for b in blanks] == [201, 201] and blanks[0].json()["id"] != blanks[1].json()["id"]
+
+
+def test_a_key_whose_24_hours_passed_makes_a_new_work_order(org: TestOrg) -> None:
+    # Given a work order created under a key, on a movable clock
+    settings = get_settings()
+    store = WorkOrderStore(settings.table_name("controls"), settings.table_name("batches"))
+    clock = FixedClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    orders = WorkOrders(store=store, batches=BatchRecords(settings.table_name("batches")), clock=clock)
+    owner = Principal(org_id=org.org_id, role="owner", via="api_key", key_id="key_test")
+    first = orders.create(owner, CreateWorkOrder(request_hash="a", name="a"), "wo-key-reused")
+    # When the key comes again with another body a day and a second later (the record is
+    # still there: DynamoDB deletes an expired item up to two days late)
+    clock.advance(hours=24, seconds=1)
+    later = orders.create(owner, CreateWorkOrder(request_hash="b", name="b"), "wo-key-reused")
+    # Then it makes a new work order, not 409 idempotency_conflict; the key now replays it
+    assert not later.replayed and json.loads(later.body)["id"] != json.loads(first.body)["id"]
+    again = orders.create(owner, CreateWorkOrder(request_hash="b", name="b"), "wo-key-reused")
+    assert again.replayed and again.body == later.body
 
 
 def test_listing_filters_by_status_and_reference_with_a_cursor(client: TestClient, org: TestOrg) -> None:

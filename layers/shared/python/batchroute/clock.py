@@ -32,3 +32,9 @@ class FixedClock:
 def isoformat(moment: datetime) -> str:
     """ISO 8601 in UTC with a Z suffix, millisecond precision."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def epoch_seconds(iso: str) -> int:
+    """An ISO 8601 moment (`isoformat`'s, or with an offset) as whole Unix seconds: what a
+    DynamoDB TTL holds."""
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())

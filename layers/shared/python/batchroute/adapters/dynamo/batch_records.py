@@ -40,7 +40,9 @@ from batchroute.adapters.dynamo.writes import (
     condition_failed_at,
     conditional_update,
     put_new,
+    put_unless_live,
 )
+from batchroute.clock import epoch_seconds
 from batchroute.domain.batches.record import (
     BatchChanges,
     BatchRecord,
@@ -360,7 +362,8 @@ class BatchRecords(DynamoStore):
         checks_at = len(reservation) + len(own) + len(extra_items)
         items = [*reservation, *own, *extra_items, *limit_checks]
         if idempotency is not None:
-            items.append(self._create_once(_idempotency_values(idempotency)))
+            at = epoch_seconds(idempotency.created_at)
+            items.append(put_unless_live(self.table_name, _idempotency_values(idempotency), now=at))
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:

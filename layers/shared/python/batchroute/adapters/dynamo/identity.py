@@ -8,13 +8,13 @@ registrations of one address create exactly one account.
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import EXISTS, NEW, from_item, put_request, to_item, update_request
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import transact_unless_refused, written
+from batchroute.clock import epoch_seconds
 from batchroute.domain.accounts.accounts import ApiKey, Org, Session, SpentToken, User
 from batchroute.domain.stored import from_stored
 from batchroute.errors import Conflict
@@ -23,10 +23,6 @@ from batchroute.transactions import TransactItem
 
 class EmailTaken(Conflict):
     default_code = "email_taken"
-
-
-def _epoch(iso: str) -> int:
-    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
 
 
 def _version(item: dict[str, Any]) -> int:
@@ -196,7 +192,7 @@ class IdentityStore(DynamoStore):
             "kind": "session",
             "gsi1pk": f"USER#{session.user_id}",
             "gsi1sk": f"SESSION#{session.created_at}#{session.session_id}",
-            "ttl": _epoch(session.expires_at),
+            "ttl": epoch_seconds(session.expires_at),
             **asdict(session),
         }
         self.overwrite(values)
@@ -236,7 +232,7 @@ class IdentityStore(DynamoStore):
             "user_id": user_id,
             "expires_at": expires_at,
             "credentials_version": credentials_version,
-            "ttl": _epoch(expires_at),
+            "ttl": epoch_seconds(expires_at),
         }
         self.overwrite(values)
 

@@ -6,16 +6,11 @@ reserves credits against exactly these lanes and prices.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.clock import epoch_seconds
 from batchroute.domain.batches.quote_snapshot import QuoteSnapshot
 
 _TTL_GRACE_SECONDS = 24 * 3600
-
-
-def _epoch(iso: str) -> int:
-    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
 
 
 class QuoteStore(DynamoStore):
@@ -30,7 +25,7 @@ class QuoteStore(DynamoStore):
             "expires_at": snapshot.expires_at,
             "version": snapshot.version,
             "snapshot": snapshot.to_json(),
-            "ttl": _epoch(snapshot.expires_at) + _TTL_GRACE_SECONDS,
+            "ttl": epoch_seconds(snapshot.expires_at) + _TTL_GRACE_SECONDS,
         }
         self.insert(item)
 

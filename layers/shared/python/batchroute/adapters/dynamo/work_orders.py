@@ -39,7 +39,9 @@ from batchroute.adapters.dynamo.writes import (
     conditional_transaction,
     first_refused,
     put_new,
+    put_unless_live,
 )
+from batchroute.clock import epoch_seconds
 from batchroute.domain.stored import from_counters, from_stored
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
@@ -84,7 +86,7 @@ class WorkOrderStore(DynamoStore):
                 "work_order_id": idempotency.work_order_id,
                 "ttl": idempotency.ttl,
             }
-            items.append(put_new(self.table_name, record))
+            items.append(put_unless_live(self.table_name, record, now=epoch_seconds(order.created_at)))
         return self.transact(items)
 
     def idempotency_record(self, org_id: str, key: str) -> WorkOrderIdempotency | None:

@@ -115,3 +115,15 @@ def at_version(expected: int | None) -> dict[str, Any]:
 def put_new(table_name: str, values: dict[str, Any]) -> dict[str, Any]:
     """A transaction item writing `values` as a new item: refused if its key exists."""
     return {"Put": put_request(table_name, to_item(values), condition=NEW)}
+
+
+def put_unless_live(table_name: str, values: dict[str, Any], *, now: int) -> dict[str, Any]:
+    """A transaction item writing `values` (an idempotency record) as a new item, or over one
+    whose `ttl` (epoch seconds) has passed at `now`: DynamoDB deletes an expired item up to
+    two days late, and until then it is no record any more. Refused if a live one is there."""
+    condition = f"{NEW} OR #ttl <= :now"
+    return {
+        "Put": put_request(
+            table_name, to_item(values), condition=condition, names={"#ttl": "ttl"}, values={":now": now}
+        )
+    }

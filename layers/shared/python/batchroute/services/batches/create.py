@@ -144,11 +144,15 @@ class StoredAnswer(Protocol):
     @property
     def body(self) -> str: ...
 
+    @property
+    def ttl(self) -> int: ...
 
-def replayed_body(record: StoredAnswer | None, fingerprint: str) -> bytes | None:
-    """The first answer's body to repeat (None: the key is new); 409 when the key came with
-    another request (`fingerprint`)."""
-    if record is None:
+
+def replayed_body(record: StoredAnswer | None, fingerprint: str, *, now: datetime) -> bytes | None:
+    """The first answer's body to repeat (None: the key is new, or its record's 24 hours have
+    passed at `now`: it may be used again); 409 when the key came with another request
+    (`fingerprint`)."""
+    if record is None or record.ttl <= int(now.timestamp()):
         return None
     if record.request_hash != fingerprint:
         raise idempotency_conflict()
@@ -493,7 +497,7 @@ class BatchService:
     def replay(self, org_id: str, key: str, fingerprint: str) -> CreateAnswer | None:
         """The first answer to this Idempotency-Key (409 when it came with another body), or None."""
         record = self.records.idempotency_record(org_id, key)
-        body = replayed_body(record, fingerprint)
+        body = replayed_body(record, fingerprint, now=self.clock.now())
         if record is None or body is None:
             return None
         return CreateAnswer(record.status_code, body, replayed=True)

@@ -139,7 +139,7 @@ class WorkOrders:
         return CreatedWorkOrder(201, answer)
 
     def _replay(self, org_id: str, key: str, fingerprint: str) -> CreatedWorkOrder | None:
-        body = replayed_body(self.store.idempotency_record(org_id, key), fingerprint)
+        body = replayed_body(self.store.idempotency_record(org_id, key), fingerprint, now=self.clock.now())
         return None if body is None else CreatedWorkOrder(201, body, replayed=True)
 
     def get(self, principal: Principal, work_order_id: str) -> WorkOrder:
