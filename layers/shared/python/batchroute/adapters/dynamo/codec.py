@@ -100,6 +100,20 @@ def update_request(
     return request | _conditions(condition, names, values)
 
 
+def condition_check(
+    table_name: str,
+    key: Mapping[str, Any],
+    condition: str,
+    *,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """The one way a transaction's `ConditionCheck` is built: `condition` must hold on the
+    item at `key` for the transaction to commit (`values` plain, encoded here)."""
+    check = {"TableName": table_name, "Key": dict(key)} | _conditions(condition, names, values)
+    return {"ConditionCheck": check}
+
+
 NEW = "attribute_not_exists(pk)"  # no item is there yet (a put never overwrites one)
 
 

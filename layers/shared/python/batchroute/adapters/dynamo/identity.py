@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import EXISTS, NEW, from_item, put_request, to_item, update_request
+from batchroute.adapters.dynamo.codec import (
+    EXISTS,
+    NEW,
+    condition_check,
+    from_item,
+    put_request,
+    to_item,
+    update_request,
+)
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import transact_unless_refused, written
@@ -39,13 +47,9 @@ def _meta_key(pk: str, sk: str = "META") -> dict[str, Any]:
 def key_unrevoked_check(table_name: str, key_hash: str) -> dict[str, Any]:
     """A TransactWriteItems ConditionCheck: the API key behind `key_hash` still exists and is
     not revoked (a direct chat hold confirms a key read from the process's copy with it)."""
-    return {
-        "ConditionCheck": {
-            "TableName": table_name,
-            "Key": _meta_key(f"KEY#{key_hash}"),
-            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revoked_at)",
-        }
-    }
+    return condition_check(
+        table_name, _meta_key(f"KEY#{key_hash}"), "attribute_exists(pk) AND attribute_not_exists(revoked_at)"
+    )
 
 
 class IdentityStore(DynamoStore):

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from batchroute.adapters.dynamo.codec import from_item, to_value
+from batchroute.adapters.dynamo.codec import condition_check, from_item
 from batchroute.adapters.dynamo.controls import CONTROLS_SK, controls_from_item
 from batchroute.adapters.dynamo.writes import condition_failed_at
 from batchroute.domain.billing.controls import BillingControls
@@ -82,25 +82,23 @@ class SpendingLimitChecks:
         return controls, spent
 
     def _controls_check(self, org_id: str, guard: LimitGuard) -> TransactItem:
-        check: dict[str, Any] = {"TableName": self.controls_table, "Key": _controls_key(org_id)}
+        key = _controls_key(org_id)
         if guard.hard:
-            check["ConditionExpression"] = "version = :version"
-            check["ExpressionAttributeValues"] = {":version": to_value(guard.version)}
-        else:
-            check["ConditionExpression"] = _NO_HARD_LIMIT
-            check["ExpressionAttributeValues"] = {":off": to_value(False), ":hard": to_value("hard")}
-        return {"ConditionCheck": check}
+            return condition_check(
+                self.controls_table, key, "version = :version", values={":version": guard.version}
+            )
+        return condition_check(
+            self.controls_table, key, _NO_HARD_LIMIT, values={":off": False, ":hard": "hard"}
+        )
 
     def _spend_check(self, org_id: str, period_key: str, spent_micros: int) -> TransactItem:
         """The period's spend counter is absent or at most `spent_micros`."""
-        return {
-            "ConditionCheck": {
-                "TableName": self.ledger_table,
-                "Key": _ledger_key(org_id, _SPEND_PREFIX + period_key),
-                "ConditionExpression": "attribute_not_exists(spent_micros) OR spent_micros <= :spent",
-                "ExpressionAttributeValues": {":spent": to_value(spent_micros)},
-            }
-        }
+        return condition_check(
+            self.ledger_table,
+            _ledger_key(org_id, _SPEND_PREFIX + period_key),
+            "attribute_not_exists(spent_micros) OR spent_micros <= :spent",
+            values={":spent": spent_micros},
+        )
 
 
 def _controls_key(org_id: str) -> dict[str, Any]:

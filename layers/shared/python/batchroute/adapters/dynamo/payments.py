@@ -25,12 +25,12 @@ from typing import Any
 
 from batchroute.adapters.dynamo.codec import (
     EXISTS,
+    condition_check,
     from_item,
     org_item,
     org_key,
     org_pk,
     plain,
-    to_value,
     update_request,
 )
 from batchroute.adapters.dynamo.reads import index_before, prefix_query
@@ -164,13 +164,10 @@ class PaymentsStore(DynamoStore):
             names=_STATUS,
             values={":at": at, ":pending": "pending"},
         )
-        switched_on = {
-            "TableName": self.table_name,
-            "Key": org_key(org_id, _SETTINGS_SK),
-            "ConditionExpression": "enabled = :on",
-            "ExpressionAttributeValues": {":on": to_value(True)},
-        }
-        return self.transact([{"Update": tried}, {"ConditionCheck": switched_on}])
+        switched_on = condition_check(
+            self.table_name, org_key(org_id, _SETTINGS_SK), "enabled = :on", values={":on": True}
+        )
+        return self.transact([{"Update": tried}, switched_on])
 
     def _update_pending(
         self, org_id: str, attempt_id: str, expression: str, values: dict[str, object]

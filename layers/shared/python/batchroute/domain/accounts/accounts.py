@@ -42,13 +42,13 @@ class User:
     password_hash: str
     role: Role
     created_at: str
-    full_name: str | None = None
-    display_name: str | None = None
-    email_verified_at: str | None = None
     # Counts the password's changes (a reset adds one): a session is good only while its
     # user's count is the one it was signed in under (`Session.signed_in_as`). Items stored
     # before it read 0.
     credentials_version: int = 0
+    full_name: str | None = None
+    display_name: str | None = None
+    email_verified_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,9 @@ class Session:
     org_id: str
     created_at: str
     expires_at: str
-    revoked_at: str | None = None
     # The user's credentials_version when the password signed it in.
     credentials_version: int = 0
+    revoked_at: str | None = None
 
     def signed_in_as(self, user: User) -> bool:
         """The session is still the user's: signed in under the password they have now (a
