@@ -19,7 +19,7 @@ from typing import Final
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.accounts.accounts import SESSION_COOKIE as SESSION_COOKIE  # re-exported
-from batchroute.domain.accounts.accounts import ApiKey, Session
+from batchroute.domain.accounts.accounts import ApiKey, Session, User
 from batchroute.domain.accounts.credentials import key_belongs_to, keyed_hash, same_hash
 from batchroute.errors import Unauthenticated
 from batchroute.services.accounts.ports import CredentialStore
@@ -99,18 +99,12 @@ class Authenticator:
         )
 
     def from_session(self, token: str) -> Principal:
-        session = self.session(token)
-        if session is None:
+        live = self.live(token)
+        if live is None:
             raise Unauthenticated(
                 "The session is invalid or has ended; sign in again.", code="invalid_session"
             )
-        user = self.store.get_user(session.user_id)
-        if user is None:
-            raise Unauthenticated("The session's user no longer exists.", code="invalid_session")
-        if not session.signed_in_as(user):
-            raise Unauthenticated(
-                "The password was changed since this session began; sign in again.", code="invalid_session"
-            )
+        session, user = live
         return Principal(
             org_id=user.org_id,
             role=user.role,
@@ -118,6 +112,16 @@ class Authenticator:
             user_id=user.user_id,
             session_id=session.session_id,
         )
+
+    def live(self, token: str) -> tuple[Session, User] | None:
+        """The live session behind a cookie value and its user; None when there is none
+        (unknown, revoked or expired), its user is gone, or it was signed in under a password
+        changed since (`Session.signed_in_as`)."""
+        session = self.session(token)
+        user = self.store.get_user(session.user_id) if session else None
+        if session is None or user is None or not session.signed_in_as(user):
+            return None
+        return session, user
 
     def session(self, token: str) -> Session | None:
         """The live session behind a cookie value, or None (unknown, revoked or expired)."""

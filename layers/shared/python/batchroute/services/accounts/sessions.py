@@ -94,11 +94,8 @@ class Sessions:
 
     def current(self, token: str | None) -> LiveSession | None:
         """The live session behind a cookie value, or None (absent, unknown, revoked, expired)."""
-        session = self._authenticator.session(token or "")
-        user = self.store.get_user(session.user_id) if session else None
-        if session is None or user is None or not session.signed_in_as(user):
-            return None
-        return LiveSession(session=session, user=user)
+        live = self._authenticator.live(token or "")
+        return None if live is None else LiveSession(*live)
 
     def logout(self, token: str | None) -> None:
         """Revokes the cookie's session only; other sessions and API keys are untouched."""
