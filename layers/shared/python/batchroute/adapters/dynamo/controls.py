@@ -16,7 +16,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, plain
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import at_version, conditional_put, conditional_transaction, put_new
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new, version_check
 from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.billing.controls import (
     BillingControls,
@@ -78,8 +78,7 @@ class ControlsStore(DynamoStore):
     def retention_unchanged(self, settings: RetentionSettings) -> TransactItem:
         """A TransactWriteItems ConditionCheck: the org's retention settings are still as read
         (`settings.version`; 0: none saved yet). Fails when they were saved since."""
-        key = org_key(settings.org_id, RETENTION_SK)
-        return {"ConditionCheck": {"TableName": self.table_name, "Key": key, **at_version(settings.version)}}
+        return version_check(self.table_name, org_key(settings.org_id, RETENTION_SK), settings.version)
 
     def save_retention(self, settings: RetentionSettings, *, expected_version: int) -> None:
         values = {

@@ -17,7 +17,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, org_item, org_key, org_pk, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.reads import prefix_query
-from batchroute.adapters.dynamo.writes import at_version, conditional_transaction, put_new
+from batchroute.adapters.dynamo.writes import conditional_transaction, put_new, version_check
 from batchroute.domain.routing.policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
 from batchroute.domain.stored import from_stored
 from batchroute.ids import suffix_of
@@ -29,9 +29,7 @@ HISTORY_PREFIX = "POLICYLOG#"
 def unchanged_check(table_name: str, org_id: str, version: int) -> dict[str, Any]:
     """A TransactWriteItems ConditionCheck: the org's stored policy is still at `version`
     (0: none stored yet). Fails when the policy was saved since it was read."""
-    return {
-        "ConditionCheck": {"TableName": table_name, "Key": org_key(org_id, POLICY_SK), **at_version(version)}
-    }
+    return version_check(table_name, org_key(org_id, POLICY_SK), version)
 
 
 class RoutePolicyStore(ControlsStore):

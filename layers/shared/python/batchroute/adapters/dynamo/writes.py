@@ -112,6 +112,12 @@ def at_version(expected: int | None) -> dict[str, Any]:
     }
 
 
+def version_check(table_name: str, key: dict[str, Any], version: int | None) -> dict[str, Any]:
+    """A transaction's ConditionCheck that the item at `key` is still at `version` as read
+    (`at_version`: 0 or None, that there is none yet); fails when it was saved since."""
+    return {"ConditionCheck": {"TableName": table_name, "Key": key, **at_version(version)}}
+
+
 def put_new(table_name: str, values: dict[str, Any]) -> dict[str, Any]:
     """A transaction item writing `values` as a new item: refused if its key exists."""
     return {"Put": put_request(table_name, to_item(values), condition=NEW)}

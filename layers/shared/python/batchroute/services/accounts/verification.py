@@ -50,10 +50,12 @@ def spend_token(
     if not plausible_token(token):
         return None
     spent = store.consume_token(purpose=purpose, token_hash=keyed_hash(secret, token), now=now)
-    user = store.get_user(spent.user_id) if spent else None
-    if user is None or spent is None:
+    if spent is None:
         return None
-    return None if current_only and spent.credentials_version != user.credentials_version else user
+    user = store.get_user(spent.user_id)
+    if user is None or (current_only and spent.credentials_version != user.credentials_version):
+        return None
+    return user
 
 
 @dataclass(eq=False)
