@@ -452,8 +452,9 @@ class Report:
 
 class NoSweepWork:
     """Every duty of the sweeper with nothing due (for tests of the one under test): its
-    batches, workflows and ledger, billing webhooks, bucket deliveries, retention, schedules,
-    file checks, regression holds and auto top-ups; a balance watch that hears nothing."""
+    batches, workflows and ledger, billing webhooks, bucket deliveries, retention, schedules
+    (and deleted ones' histories), file checks, regression holds and auto top-ups; a balance
+    watch that hears nothing."""
 
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
         return []
@@ -469,6 +470,9 @@ class NoSweepWork:
 
     def fire_due(self, *, limit: int = 100) -> dict[str, list[str]]:
         return {"created": []}
+
+    def purge_deleted(self, *, limit: int = 100) -> list[str]:
+        return []
 
     def resend_due(self, *, limit: int = 100) -> list[str]:
         return []

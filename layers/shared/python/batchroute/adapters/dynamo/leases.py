@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from batchroute.adapters.dynamo.codec import to_value, update_request
+from batchroute.adapters.dynamo.codec import update_request
+from batchroute.adapters.dynamo.reads import index_due
 from batchroute.adapters.dynamo.store import DynamoStore
 
 
@@ -70,17 +71,8 @@ class LeasedStore(DynamoStore):
     def due_items(self, now_iso: str, limit: int) -> list[dict[str, Any]]:
         """Raw index items owing an attempt at or before `now_iso`, oldest first (the index
         is eventually consistent: claims re-check)."""
-        response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi1",
-            KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :upper",
-            ExpressionAttributeValues={
-                ":p": to_value(self.due_index.partition),
-                ":upper": to_value(due_sort_key(now_iso, "~")),
-            },
-            Limit=limit,
-        )
-        return list(response.get("Items", []))
+        request = index_due(self.table_name, "gsi1", self.due_index.partition, now_iso, Limit=limit)
+        return list(self.dynamodb.query(**request).get("Items", []))
 
     def claim_attempt(
         self, key: dict[str, Any], owner_id: str, *, attempt: int, now_iso: str, lease_until_iso: str

@@ -73,6 +73,13 @@ def index_before(table_name: str, index: str, partition: str, before: str, **opt
     }
 
 
+def index_due(table_name: str, index: str, partition: str, now_iso: str, **options: Any) -> dict[str, Any]:
+    """The Query of a sparse due index's entries in `partition` (sort key `<when>#<id>`) due at
+    or before `now_iso`, the earliest first: those before `<now_iso>#~`, which sorts after
+    every id."""
+    return index_before(table_name, index, partition, f"{now_iso}#~", **options)
+
+
 def pages(read: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
     """Each response of one Query or Scan, from the request's own start key on."""
     request = dict(request)

@@ -6,6 +6,7 @@
 | version (frozen definition) | `SCHEDULE#<id>` / `VERSION#<v, 6 digits>` |
 | run (one firing) | `SCHEDULE#<id>` / `RUN#<fire time>` |
 | regression run (golden set, per lane) | `SCHEDULE#<id>` / `BENCH#<v, 6 digits>#<regression id>` |
+| purge marker (a deleted schedule's history left to purge) | `SCHEDULE#<id>` / `PURGE` |
 
 An active schedule sits on the sparse due index `gsi1` (`SCHEDULE#DUE` / `<next_fire_at>#<id>`);
 a paused one drops off it. A schedule and its version are written in one transaction. Every
@@ -13,6 +14,8 @@ write of the schedule item adds one to its `revision` (a change, a pause or resu
 regression's exclusions), and a write of the whole item is conditional on the revision it
 was read at, so it never undoes a write that came in between.
 A run is created once per fire time (`attribute_not_exists`), so a duplicated trigger finds it.
+A schedule's delete puts its purge marker on `gsi1` (`SCHEDULE#PURGE` / `<purge at>#<id>`) in
+the same transaction, so its history is purged however the delete ends.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from batchroute.adapters.dynamo.codec import (
     to_value,
     with_floats,
 )
-from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
+from batchroute.adapters.dynamo.reads import index_due, pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_transaction,
@@ -56,6 +59,8 @@ from batchroute.domain.stored import from_stored
 from batchroute.transactions import TransactItem
 
 DUE = "SCHEDULE#DUE"
+PURGE_DUE = "SCHEDULE#PURGE"  # deleted schedules whose history is left to purge
+_PURGE_SK = "PURGE"
 _PREFIX = "SCHEDULE#"
 _RECORD_FIELDS = tuple(Schedule.__dataclass_fields__)
 
@@ -160,18 +165,21 @@ class ScheduleStore(DynamoStore):
         page = found[:limit]
         return page, (page[-1].schedule_id if len(found) > limit else None)
 
-    def delete(self, org_id: str, schedule_id: str) -> bool:
-        """The schedule gone and one less in the org's count, at once; False when there is no
-        such schedule. One made before schedules were counted (the count already at 0) is
-        deleted alone."""
+    def delete(self, org_id: str, schedule_id: str, *, purge_at: str) -> bool:
+        """The schedule gone, one less in the org's count and its history marked for the purge
+        due at `purge_at`, at once; False when there is no such schedule. One made before
+        schedules were counted (the count already at 0) is deleted without the count."""
         remove = {"Delete": delete_request(self.table_name, _key(org_id, schedule_id), condition=EXISTS)}
+        marker = {"Put": put_request(self.table_name, to_item(_purge_marker(org_id, schedule_id, purge_at)))}
         try:
-            self.dynamodb.transact_write_items(TransactItems=[remove, self.count_down(_count_key(org_id))])
+            self.dynamodb.transact_write_items(
+                TransactItems=[remove, self.count_down(_count_key(org_id)), marker]
+            )
         except ClientError as exc:
             if refused_by(exc, 0):
                 return False
             if refused_by(exc, 1):
-                return self.delete_where(_key(org_id, schedule_id))
+                return self.transact([remove, marker])
             raise
         return True
 
@@ -204,14 +212,7 @@ class ScheduleStore(DynamoStore):
 
     def due(self, now_iso: str, *, limit: int = 100) -> list[Schedule]:
         """Active schedules whose next fire is at or before `now_iso`, earliest first."""
-        response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi1",
-            KeyConditionExpression="gsi1pk = :due AND gsi1sk <= :now",
-            ExpressionAttributeValues={":due": to_value(DUE), ":now": to_value(f"{now_iso}#~")},
-            Limit=limit,
-        )
-        return [schedule_from_item(from_item(i)) for i in response.get("Items", [])]
+        return [schedule_from_item(item) for item in self._due_on(DUE, now_iso, limit)]
 
     # -- history -------------------------------------------------------------------------------
     def versions(
@@ -267,15 +268,43 @@ class ScheduleStore(DynamoStore):
             cast(RegressionRecord, {k: v for k, v in run.items() if k not in ("pk", "sk")}) for run in found
         ]
 
-    def delete_history(self, schedule_id: str) -> None:
-        kwargs: dict[str, Any] = {
+    def purge_history(self, schedule_id: str, *, at_most: int) -> tuple[int, bool]:
+        """Delete at most `at_most` of a deleted schedule's history items (versions, runs,
+        regression runs): how many were deleted, and whether none is left (its purge marker
+        aside; an item DynamoDB left unprocessed is left for the next pass)."""
+        request = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": to_value(f"{_PREFIX}{schedule_id}")},
             "ProjectionExpression": "pk, sk",
+            "ConsistentRead": True,
         }
-        for item in raw_items(self.dynamodb.query, kwargs):
-            self.dynamodb.delete_item(TableName=self.table_name, Key={"pk": item["pk"], "sk": item["sk"]})
+        keys: list[dict[str, Any]] = []
+        more = False
+        for item in raw_items(self.dynamodb.query, request):
+            if item["sk"]["S"] == _PURGE_SK:
+                continue
+            if len(keys) == at_most:
+                more = True
+                break
+            keys.append({"pk": item["pk"], "sk": item["sk"]})
+        left = self.delete_keys(keys)
+        return len(keys) - left, not more and left == 0
+
+    def purges_due(self, now_iso: str, *, limit: int) -> list[str]:
+        """The deleted schedules whose history purge is due at or before `now_iso`, earliest
+        first."""
+        return [str(item["schedule_id"]) for item in self._due_on(PURGE_DUE, now_iso, limit)]
+
+    def _due_on(self, partition: str, now_iso: str, limit: int) -> list[dict[str, Any]]:
+        """One page of `partition`'s entries on `gsi1` (`<when>#<id>`) due at or before
+        `now_iso`, earliest first, as plain values."""
+        request = index_due(self.table_name, "gsi1", partition, now_iso, Limit=limit)
+        return [from_item(i) for i in self.dynamodb.query(**request).get("Items", [])]
+
+    def end_purge(self, schedule_id: str) -> None:
+        """The purge of a schedule's history done: its marker goes."""
+        self.delete_where({"pk": to_value(f"{_PREFIX}{schedule_id}"), "sk": to_value(_PURGE_SK)})
 
     def _history(
         self, schedule_id: str, prefix: str, *, newest_first: bool, limit: int, start_after: str | None = None
@@ -297,6 +326,20 @@ class ScheduleStore(DynamoStore):
         page = found[:limit]
         cursor = str(page[-1]["sk"])[len(prefix) :] if len(found) > limit else None
         return page, cursor
+
+
+def _purge_marker(org_id: str, schedule_id: str, purge_at: str) -> dict[str, Any]:
+    """The mark, in the history's own partition, of a deleted schedule whose history is left
+    to purge: on the sparse `gsi1` under `PURGE_DUE` from `purge_at`."""
+    return {
+        "pk": f"{_PREFIX}{schedule_id}",
+        "sk": _PURGE_SK,
+        "kind": "schedule_purge",
+        "org_id": org_id,
+        "schedule_id": schedule_id,
+        "gsi1pk": PURGE_DUE,
+        "gsi1sk": f"{purge_at}#{schedule_id}",
+    }
 
 
 def _run_keys(schedule_id: str, fire_at: str) -> dict[str, str]:

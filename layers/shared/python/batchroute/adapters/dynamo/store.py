@@ -1,9 +1,10 @@
 """What every DynamoDB store shares: its table and a client (the cached one unless injected);
 the one way each reads an item by key (`item_at`, `read_at`), writes one (`overwrite`) or a new one
 (`insert`, `insert_once`), overwrites one as read at a version (`versioned_put`) and puts, updates or
-deletes one under a condition (`put_where`, `update_where`, `delete_where`); and the pieces of
-the transactions several stores write: an org's per-kind count kept under a limit, and a
-transaction whose refused condition is an answer, not an error."""
+deletes one under a condition (`put_where`, `update_where`, `delete_where`) or many by key
+(`delete_keys`); and the pieces of the transactions several stores write: an org's per-kind
+count kept under a limit, and a transaction whose refused condition is an answer, not an
+error."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from batchroute.adapters.dynamo.writes import (
 )
 
 Record = TypeVar("Record")
+BATCH_WRITE_MAX = 25  # DynamoDB's most requests in one BatchWriteItem
 
 
 @dataclass(eq=False, repr=False)
@@ -105,6 +107,16 @@ class DynamoStore:
         there); False when the condition did not hold."""
         request = delete_request(self.table_name, key, condition=condition, values=values)
         return conditional_delete(self.dynamodb, **request)
+
+    def delete_keys(self, keys: list[dict[str, Any]]) -> int:
+        """Delete the items at `keys`, 25 to a BatchWriteItem: how many DynamoDB left
+        unprocessed (throttled). Those stay, for the caller's next pass (no retry here)."""
+        left = 0
+        for start in range(0, len(keys), BATCH_WRITE_MAX):
+            chunk = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + BATCH_WRITE_MAX]]
+            response = self.dynamodb.batch_write_item(RequestItems={self.table_name: chunk})
+            left += len(response.get("UnprocessedItems", {}).get(self.table_name, []))
+        return left
 
     def query_all(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item of one Query as plain values, page after page (a page ends at 1 MB)."""

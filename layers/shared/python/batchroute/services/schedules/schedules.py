@@ -25,7 +25,12 @@ from batchroute.domain.batches.pages import fitting, row_bytes
 from batchroute.domain.batches.record import SurfaceFields
 from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.delivery.webhook_targets import webhook_target_problems
-from batchroute.domain.presets.golden_sets import RegressionRunView, golden_model_problem
+from batchroute.domain.presets.golden_sets import (
+    MAX_RUN_SECONDS,
+    SETTLE_ALLOWANCE_SECONDS,
+    RegressionRunView,
+    golden_model_problem,
+)
 from batchroute.domain.routing.gates import Exclusions, GateFailure
 from batchroute.domain.schedules.eventbridge import eventbridge_expression
 from batchroute.domain.schedules.schedules import (
@@ -57,6 +62,14 @@ MAX_SOURCE_FILES = 100  # input files read under a bucket prefix per firing
 MAX_SOURCE_BYTES = 50 * 1024 * 1024  # per input file under a bucket prefix
 SAME_FIRE = timedelta(hours=1)
 CATCH_UP_AFTER = timedelta(minutes=10)
+# A deleted schedule's history: what its delete deletes itself (20 BatchWriteItems, well under
+# a second), and when the sweeper purges the rest: once any firing or regression run under
+# way at the delete has ended (neither outlives a Lambda invocation, and a regression run's
+# settlement has its allowance after it), so nothing it writes late is left behind. A sweep
+# purges at most PURGE_PER_SWEEP items.
+PURGE_INLINE = 500
+PURGE_AFTER = timedelta(seconds=MAX_RUN_SECONDS + SETTLE_ALLOWANCE_SECONDS, minutes=1)
+PURGE_PER_SWEEP = 5000
 # Syncs of one schedule's trigger racing each other settle in two rounds at most.
 SYNC_TRIES = 3
 
@@ -248,12 +261,30 @@ class Schedules:
     def delete(self, principal: Principal, schedule_id: str) -> None:
         authorize(principal, "batches:create")
         schedule = self.get(principal, schedule_id)
-        if not self.store.delete(principal.org_id, schedule.schedule_id):
+        purge_at = isoformat(self.clock.now() + PURGE_AFTER)
+        if not self.store.delete(principal.org_id, schedule.schedule_id, purge_at=purge_at):
             raise NotFound("No such schedule.", code="schedule_not_found")
         if self.triggers is not None:
             self.triggers.remove(schedule.schedule_id)
-        self.store.delete_history(schedule.schedule_id)  # batches it made stay, as any batch
+        # its history (the batches it made stay, as any batch): what one request may delete
+        # now, the rest and anything a firing under way writes after by the sweeper's purge
+        self.store.purge_history(schedule.schedule_id, at_most=PURGE_INLINE)
         logger.info("schedule deleted", extra={"org_id": principal.org_id, "schedule_id": schedule_id})
+
+    def purge_deleted(self, *, limit: int = 100, at_most: int = PURGE_PER_SWEEP) -> list[str]:
+        """The sweeper's: purge the history of schedules deleted `PURGE_AFTER` ago, at most
+        `at_most` items in all (a long history takes several sweeps); the ids whose purge
+        ended."""
+        ended: list[str] = []
+        for schedule_id in self.store.purges_due(isoformat(self.clock.now()), limit=limit):
+            deleted, done = self.store.purge_history(schedule_id, at_most=at_most)
+            if done:
+                self.store.end_purge(schedule_id)
+                ended.append(schedule_id)
+            at_most -= deleted
+            if at_most <= 0:
+                break
+        return ended
 
     def regress_now(self, principal: Principal, schedule_id: str) -> RegressionRunView:
         authorize(principal, "batches:create")

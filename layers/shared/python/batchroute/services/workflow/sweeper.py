@@ -236,6 +236,7 @@ class SweepOutcome(TypedDict, total=False):
     bucket_deliveries: NotRequired[dict[str, list[str]]]
     retention: NotRequired[ReclaimSummary]
     schedules: NotRequired[dict[str, list[str]]]
+    schedule_histories_purged: NotRequired[list[str]]
     file_checks_resent: NotRequired[list[str]]
     stranded_batches_resent: NotRequired[list[str]]
     auto_topups: NotRequired[dict[str, list[str]]]
@@ -265,6 +266,10 @@ class DueBucketDeliveries(Protocol):
 class DueSchedules(Protocol):
     def fire_due(self, *, limit: int = 100) -> dict[str, list[str]]: ...
 
+    def purge_deleted(self, *, limit: int = 100) -> list[str]:
+        """The deleted schedules whose history purge ended (docs/schedules.md)."""
+        ...
+
 
 class DueResends(Protocol):
     """Work whose message was lost or whose workflow ended: sent again (the ids)."""
@@ -284,8 +289,9 @@ class Sweeper:
     workflows of batches whose start was lost, expire batches past their SLA deadline, settle
     stale chat holds, release the holds of regression runs past their deadline, retry
     webhooks that are due, reclaim result bytes whose retention window passed (one bounded
-    page), re-send the check of uploads left `uploaded` too long (a lost `check_file`
-    message), send the `fail` step of batches whose hold no workflow will settle."""
+    page), fire the schedules due and purge the history of deleted ones, re-send the check of
+    uploads left `uploaded` too long (a lost `check_file` message), send the `fail` step of
+    batches whose hold no workflow will settle."""
 
     refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
     batches: ExpiryRecords
@@ -369,6 +375,7 @@ class Sweeper:
             ("bucket_deliveries", partial(_bucket_deliveries, self.bucket_deliveries)),
             ("retention", partial(_retention, self.retention)),
             ("schedules", partial(_schedules, self.schedules)),
+            ("schedule_purges", partial(_schedule_purges, self.schedules)),
             ("file_checks", partial(_file_checks, self.file_checks)),
         ]
         if self.stranded_holds is not None:
@@ -420,6 +427,12 @@ def _schedules(due: DueSchedules) -> SweepOutcome:
     fired = due.fire_due()
     metrics.add_metric(name="SchedulesFired", unit=MetricUnit.Count, value=len(fired["created"]))
     return {"schedules": fired}
+
+
+def _schedule_purges(due: DueSchedules) -> SweepOutcome:
+    purged = due.purge_deleted()
+    metrics.add_metric(name="ScheduleHistoriesPurged", unit=MetricUnit.Count, value=len(purged))
+    return {"schedule_histories_purged": purged}
 
 
 def _file_checks(checks: DueResends) -> SweepOutcome:
