@@ -5,6 +5,7 @@ against the service's `/openapi.json`, so they cannot drift."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, ClassVar
 
 import pytest
@@ -150,3 +151,35 @@ def test_every_client_model_field_exists_in_the_service_schema(http: TestClient)
         "Drifted.status is optional in BatchOut",
         "Drifted.cancel_reason is optional in BatchOut",
     ]
+
+
+def test_a_schedule_through_the_client(sdk: Client) -> None:
+    # Given an input file, a schedule made, read, listed and changed through the client
+    source = sdk.files.create((json.dumps(_item(0)) + "\n").encode(), purpose="batch_input")
+    schedule = sdk.schedules.create(
+        name="nightly",
+        expression="30 2 * * *",
+        time_zone="America/New_York",
+        input_source={"type": "file", "file_id": source.id},
+    )
+    assert schedule.id.startswith("sched_") and schedule.is_active and schedule.version == 1
+    assert sdk.schedules.get(schedule.id) == schedule
+    assert [s.id for s in sdk.schedules.list(page_size=1)] == [schedule.id]
+    changed = sdk.schedules.update(schedule.id, expression="rate(6 hours)")
+    assert (changed.version, changed.expression) == (2, "rate(6 hours)")
+    assert [(v.version, v.expression) for v in sdk.schedules.versions(schedule.id, page_size=1)] == [
+        (2, "rate(6 hours)"),
+        (1, "30 2 * * *"),
+    ]
+    # When it is paused and resumed / Then it stops and starts firing again
+    paused = sdk.schedules.pause(schedule.id)
+    assert not paused.is_active and paused.next_fire_at is None
+    assert sdk.schedules.resume(schedule.id).next_fire_at is not None
+    assert list(sdk.schedules.runs(schedule.id)) == [] and len(sdk.schedules.benchmarks(schedule.id, 1)) == 0
+    # When it is deleted / Then it is gone, and a second delete is a 404
+    assert sdk.schedules.delete(schedule.id).deleted is True
+    with pytest.raises(NotFoundError) as gone:
+        sdk.schedules.get(schedule.id)
+    assert gone.value.code == "schedule_not_found"
+    with pytest.raises(NotFoundError):
+        sdk.schedules.delete(schedule.id)

@@ -437,6 +437,29 @@ class TargetChanges(TargetOptions, total=False):
     secret_access_key: str  # with its access_key_id
 
 
+class ScheduleChanges(TypedDict, total=False):
+    """What a schedule's PATCH may change (docs/schedules.md, The body): any field given
+    makes a new version."""
+
+    name: str
+    expression: str  # a 5-field cron or rate(N minutes|hours|days), at least 5 minutes apart
+    time_zone: str  # an IANA zone
+    input_source: dict[str, Any]  # {type: file, file_id} or {type: bucket_prefix, target_id, prefix}
+    description: str | None
+    batch_options: dict[str, Any]  # what POST /v1/batches takes beside its items
+    golden_set: dict[str, Any] | None
+
+
+class ScheduleOptions(TypedDict, total=False):
+    """A new schedule's optional fields; `time_zone` is UTC and `state` active by default."""
+
+    time_zone: str
+    description: str | None
+    batch_options: dict[str, Any]
+    golden_set: dict[str, Any] | None
+    state: str  # "active" or "paused"
+
+
 def _segment(value: str, safe: str = "") -> str:
     """`value` as one path segment (`safe`: the characters kept, "/" for a model id); `.` and
     `..`, which a URL resolves as dot segments, stay themselves (`%2E`)."""
@@ -467,6 +490,10 @@ def _next_page(body: Any) -> dict[str, str] | None:
     if body.get("has_more") is True and isinstance(last_id, str) and last_id:
         return {"after": last_id}
     return None
+
+
+def _schedule_path(schedule_id: str) -> str:
+    return f"/v1/schedules/{_segment(schedule_id)}"
 
 
 def _local(source: Source | UploadSource) -> UploadSource:
@@ -833,6 +860,83 @@ class Operations:
         `error`), not an error. Writing another sample is harmless, so it is retried."""
         path = f"/v1/delivery-targets/{_segment(target_id)}/test"
         return (yield from self._fetch("POST", path, models.TargetTest.from_dict))
+
+    # -- schedules (docs/schedules.md) -----------------------------------------------------
+
+    def schedule_list(self, *, page_size: int | None = None) -> Stream[models.Schedule]:
+        """`GET /v1/schedules`: the org's schedules, oldest first, across all pages
+        (`page_size` 1-100)."""
+        return self._pages("/v1/schedules", {"limit": page_size}, models.Schedule.from_dict)
+
+    def schedule_create(
+        self, *, name: str, expression: str, input_source: dict[str, Any], **options: Unpack[ScheduleOptions]
+    ) -> Plan[models.Schedule]:
+        """`POST /v1/schedules` (owner, admin, member): each fire time of `expression` (in
+        `time_zone`) creates a batch from `input_source`. The route takes no idempotency key,
+        so a network error or 5xx is not retried (a repeat would make a second schedule): list
+        the schedules to check."""
+        body = {"name": name, "expression": expression, "input_source": input_source, **options}
+        build = models.Schedule.from_dict
+        return (yield from self._fetch("POST", "/v1/schedules", build, json=body, repeatable=False))
+
+    def schedule_get(self, schedule_id: str) -> Plan[models.Schedule]:
+        return (yield from self._fetch("GET", _schedule_path(schedule_id), models.Schedule.from_dict))
+
+    def schedule_update(
+        self, schedule_id: str, /, **changes: Unpack[ScheduleChanges]
+    ) -> Plan[models.Schedule]:
+        """`PATCH /v1/schedules/{id}`: only the fields given change, as a new version. The
+        same change applied twice finds it made (no second version): retried like a PUT."""
+        path = _schedule_path(schedule_id)
+        return (yield from self._fetch("PATCH", path, models.Schedule.from_dict, json=dict(changes)))
+
+    def schedule_pause(self, schedule_id: str) -> Plan[models.Schedule]:
+        """`POST /v1/schedules/{id}/pause`: no fire until resumed (idempotent)."""
+        path = f"{_schedule_path(schedule_id)}/pause"
+        return (yield from self._fetch("POST", path, models.Schedule.from_dict))
+
+    def schedule_resume(self, schedule_id: str) -> Plan[models.Schedule]:
+        """`POST /v1/schedules/{id}/resume`: fires again from the next fire time (idempotent)."""
+        path = f"{_schedule_path(schedule_id)}/resume"
+        return (yield from self._fetch("POST", path, models.Schedule.from_dict))
+
+    def schedule_delete(self, schedule_id: str) -> Plan[models.ScheduleDeleted]:
+        """`DELETE /v1/schedules/{id}`: the schedule, its trigger and its history go; the
+        batches it made stay. When a retry (the first answer lost) is answered 404
+        `schedule_not_found`, the lost attempt deleted it: that is the answer. A 404 to the
+        first attempt raises."""
+
+        def gone(exc: APIError) -> bool:
+            return isinstance(exc, NotFoundError) and exc.code == "schedule_not_found"
+
+        path = _schedule_path(schedule_id)
+        deleted = yield from self._done_unless_lost("DELETE", path, models.ScheduleDeleted.from_dict, gone)
+        return deleted if deleted is not None else models.ScheduleDeleted(id=schedule_id, deleted=True)
+
+    def schedule_runs(self, schedule_id: str, *, page_size: int | None = None) -> Stream[models.ScheduleRun]:
+        """`GET /v1/schedules/{id}/runs`: one run per fire time, newest first, across all pages
+        (`page_size` 1-100)."""
+        path = f"{_schedule_path(schedule_id)}/runs"
+        return self._pages(path, {"limit": page_size}, models.ScheduleRun.from_dict)
+
+    def schedule_versions(
+        self, schedule_id: str, *, page_size: int | None = None
+    ) -> Stream[models.ScheduleVersion]:
+        """`GET /v1/schedules/{id}/versions`: every version, newest first (`page_size` 1-100)."""
+        path = f"{_schedule_path(schedule_id)}/versions"
+        return self._pages(path, {"limit": page_size}, models.ScheduleVersion.from_dict)
+
+    def schedule_benchmarks(self, schedule_id: str, version: int) -> Plan[models.RegressionRunList]:
+        """`GET /v1/schedules/{id}/versions/{v}/benchmarks`: the version's golden-set runs."""
+        path = f"{_schedule_path(schedule_id)}/versions/{int(version)}/benchmarks"
+        return (yield from self._fetch("GET", path, models.RegressionRunList.from_dict))
+
+    def schedule_regress(self, schedule_id: str) -> Plan[models.RegressionRun]:
+        """`POST /v1/schedules/{id}/regression-runs`: run the golden set now on every candidate
+        lane, paid at direct prices. Not retried after a network error or 5xx (a repeat would
+        run, and charge, again): read the version's benchmarks to check."""
+        path = f"{_schedule_path(schedule_id)}/regression-runs"
+        return (yield from self._fetch("POST", path, models.RegressionRun.from_dict, repeatable=False))
 
     # -- billing (docs/billing-controls.md, docs/payments.md) ------------------------------
 

@@ -178,6 +178,23 @@ class DeliveryTargets(Resource[M]):
     test = Call(Operations.delivery_target_test)
 
 
+class Schedules(Resource[M]):
+    """Recurring schedules (docs/schedules.md): each fire time creates a batch; their runs,
+    versions and golden-set regression runs."""
+
+    list = Listing(Operations.schedule_list)
+    create = Call(Operations.schedule_create)
+    get = Call(Operations.schedule_get)
+    update = Call(Operations.schedule_update)
+    pause = Call(Operations.schedule_pause)
+    resume = Call(Operations.schedule_resume)
+    delete = Call(Operations.schedule_delete)
+    runs = Listing(Operations.schedule_runs)
+    versions = Listing(Operations.schedule_versions)
+    benchmarks = Call(Operations.schedule_benchmarks)
+    regress = Call(Operations.schedule_regress)
+
+
 class Billing(Resource[M]):
     """Billing controls and their audit trail (docs/billing-controls.md), auto top-up and its
     attempts (docs/payments.md). Changing the controls needs a user session (the console)."""
@@ -211,6 +228,7 @@ class Resources(NamedTuple):
     files: type[Files[Any]]
     settings: type[Settings[Any]]
     delivery_targets: type[DeliveryTargets[Any]]
+    schedules: type[Schedules[Any]]
     billing: type[Billing[Any]]
     catalog: type[Catalog[Any]]
 
@@ -257,6 +275,7 @@ class Surface(ClientBase, Moded[M], Generic[M, H, S]):
         self.files: Files[M] = resources.files(self)
         self.settings: Settings[M] = resources.settings(self)
         self.delivery_targets: DeliveryTargets[M] = resources.delivery_targets(self)
+        self.schedules: Schedules[M] = resources.schedules(self)
         self.billing: Billing[M] = resources.billing(self)
         self.catalog: Catalog[M] = resources.catalog(self)
 

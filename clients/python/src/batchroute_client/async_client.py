@@ -48,6 +48,10 @@ class AsyncDeliveryTargets(_surface.DeliveryTargets[_surface.Awaiting]):
     """As `DeliveryTargets`, awaited."""
 
 
+class AsyncSchedules(_surface.Schedules[_surface.Awaiting]):
+    """As `Schedules`, awaited; `list`, `runs` and `versions` are async iterators."""
+
+
 class AsyncBilling(_surface.Billing[_surface.Awaiting]):
     """As `Billing`, awaited; `audit` and `auto_topup_attempts` are async iterators."""
 
@@ -77,6 +81,7 @@ class AsyncClient(_surface.Surface[_surface.Awaiting, httpx.AsyncClient, AsyncSl
         AsyncFiles,
         AsyncSettings,
         AsyncDeliveryTargets,
+        AsyncSchedules,
         AsyncBilling,
         AsyncCatalog,
     )

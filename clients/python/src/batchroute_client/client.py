@@ -33,6 +33,7 @@ __all__ = [
     "DeliveryTargets",
     "Files",
     "Quotes",
+    "Schedules",
     "Settings",
     "__version__",
 ]
@@ -64,6 +65,10 @@ class DeliveryTargets(_surface.DeliveryTargets[_surface.Blocking]):
     __doc__ = _surface.DeliveryTargets.__doc__
 
 
+class Schedules(_surface.Schedules[_surface.Blocking]):
+    __doc__ = _surface.Schedules.__doc__
+
+
 class Billing(_surface.Billing[_surface.Blocking]):
     __doc__ = _surface.Billing.__doc__
 
@@ -74,7 +79,9 @@ class Catalog(_surface.Catalog[_surface.Blocking]):
 
 class Client(_surface.Surface[_surface.Blocking, httpx.Client, Callable[[float], None]]):
     __doc__ = _surface.Surface.__doc__
-    _resources = _surface.Resources(Quotes, Batches, Chat, Files, Settings, DeliveryTargets, Billing, Catalog)
+    _resources = _surface.Resources(
+        Quotes, Batches, Chat, Files, Settings, DeliveryTargets, Schedules, Billing, Catalog
+    )
 
     def _new_http(self, timeout: float) -> httpx.Client:
         return httpx.Client(timeout=timeout)

@@ -833,6 +833,156 @@ class DeliveryTargetDeleted(Model):
     deleted: bool
 
 
+# -- schedules (docs/schedules.md) -----------------------------------------------------------
+@dataclass(frozen=True)
+class ExcludedLane(Model):
+    """A lane the schedule's latest golden-set run scored below its threshold: the schedule's
+    batches route around it (`regression_failed`)."""
+
+    SCHEMA: ClassVar[str] = "ExcludedLane"
+    lane_id: str
+    score: float
+    threshold: float
+    version: int
+    regression_id: str
+    at: str
+
+
+@dataclass(frozen=True)
+class ScheduleDefinition(Model):
+    """What a schedule does, as a version freezes it (docs/schedules.md, The body)."""
+
+    name: str
+    description: str | None
+    expression: str
+    time_zone: str
+    input_source: dict[str, Any]
+    batch_options: dict[str, Any]
+    golden_set: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Schedule(ScheduleDefinition):
+    """A recurring schedule: each fire time creates a batch from `input_source` with
+    `batch_options`. A change makes a new `version`; `next_fire_at` is None while paused."""
+
+    SCHEMA: ClassVar[str] = "ScheduleOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"excluded_lanes": each(ExcludedLane.from_dict)}
+    id: str
+    state: str
+    version: int
+    next_fire_at: str | None
+    last_fire_at: str | None
+    excluded_lanes: list[ExcludedLane]
+    created_at: str
+    created_by: str
+    updated_at: str
+    updated_by: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @property
+    def is_active(self) -> bool:
+        return self.state == "active"
+
+
+@dataclass(frozen=True)
+class ScheduleDeleted(Model):
+    SCHEMA: ClassVar[str] = "ScheduleDeleted"
+    id: str
+    deleted: bool
+
+
+@dataclass(frozen=True)
+class RunError(Model):
+    SCHEMA: ClassVar[str] = "RunError"
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ScheduleRun(Model):
+    """One fire time of a schedule: `created` with its `batch_id`, `failed` with its `error`
+    (e.g. `insufficient_credits`), `skipped` while paused, `firing` meanwhile."""
+
+    SCHEMA: ClassVar[str] = "ScheduleRun"
+    NESTED: ClassVar[Mapping[str, Build]] = {"error": RunError.from_dict}
+    schedule_id: str
+    fire_at: str
+    version: int
+    state: str
+    batch_id: str | None
+    error: RunError | None
+    trigger: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class ScheduleVersion(ScheduleDefinition):
+    """A schedule's definition as it was at `version` (frozen)."""
+
+    SCHEMA: ClassVar[str] = "ScheduleVersion"
+    schedule_id: str
+    version: int
+    created_at: str
+    created_by: str
+
+
+@dataclass(frozen=True)
+class TokenCounts(Model):
+    SCHEMA: ClassVar[str] = "TokenCounts"
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class LaneBenchmark(Model):
+    """One lane's golden-set score: `passed` when `score` >= the run's threshold."""
+
+    SCHEMA: ClassVar[str] = "LaneBenchmark"
+    NESTED: ClassVar[Mapping[str, Build]] = {"usage": TokenCounts.from_dict, "cost": Money.from_dict}
+    lane_id: str
+    provider: str
+    model: str
+    score: float
+    passed: bool
+    items_passed: int
+    items_total: int
+    errors: list[dict[str, str]]
+    usage: TokenCounts
+    cost: Money
+
+
+@dataclass(frozen=True)
+class RegressionRun(Model):
+    """A golden-set regression run of a schedule's version, a score per lane (`lanes`),
+    `charged` to the wallet at direct prices."""
+
+    SCHEMA: ClassVar[str] = "RegressionRun"
+    NESTED: ClassVar[Mapping[str, Build]] = {
+        "lanes": each(LaneBenchmark.from_dict),
+        "charged": Money.from_dict,
+    }
+    schedule_id: str
+    regression_id: str
+    version: int
+    trigger: str
+    scorer: dict[str, Any]
+    threshold: float
+    created_at: str
+    completed_at: str
+    lanes: list[LaneBenchmark]
+    charged: Money
+
+
+@dataclass(frozen=True)
+class RegressionRunList(Rows[RegressionRun]):
+    """A version's golden-set regression runs (`data`, iterable), newest first."""
+
+    SCHEMA: ClassVar[str] = "RegressionRunList"
+    NESTED: ClassVar[Mapping[str, Build]] = {"data": each(RegressionRun.from_dict)}
+    data: list[RegressionRun]
+
+
 # -- billing -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AuditEntry(Model):
@@ -1102,6 +1252,16 @@ ALL_MODELS: tuple[type, ...] = (
     DeliveryTarget,
     DeliveryTargetList,
     DeliveryTargetDeleted,
+    ExcludedLane,
+    Schedule,
+    ScheduleDeleted,
+    RunError,
+    ScheduleRun,
+    ScheduleVersion,
+    TokenCounts,
+    LaneBenchmark,
+    RegressionRun,
+    RegressionRunList,
     AuditEntry,
     Card,
     AutoTopupStatus,
