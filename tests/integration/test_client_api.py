@@ -183,3 +183,32 @@ def test_a_schedule_through_the_client(sdk: Client) -> None:
     assert gone.value.code == "schedule_not_found"
     with pytest.raises(NotFoundError):
         sdk.schedules.delete(schedule.id)
+
+
+def test_a_work_order_and_the_route_policy_through_the_client(sdk: Client) -> None:
+    # Given a work order made through the client (its create replayed by its key), and a batch
+    fields = {"name": "Q3 invoices", "client_reference": "PO-4711", "idempotency_key": "work-order-0001"}
+    order = sdk.work_orders.create(**fields)
+    assert sdk.work_orders.create(**fields) == order
+    assert (order.status, order.members.total, order.closed) == ("empty", 0, False)
+    batch = sdk.batches.create(items=[_item(0)], idempotency_key="wo-batch-0001")
+    # When the batch is attached and the work order closed
+    added = sdk.work_orders.add_member(order.id, batch_id=batch.id)
+    closed = sdk.work_orders.update(order.id, closed=True)
+    # Then both read back through the client
+    assert added.member.batch_id == batch.id and added.work_order.members.total == 1
+    assert [m.batch_id for m in sdk.work_orders.members(order.id)] == [batch.id]
+    assert closed.closed and sdk.work_orders.get(order.id).closed_at == closed.closed_at
+    assert [w.id for w in sdk.work_orders.list(client_reference="PO-4711")] == [order.id]
+    with pytest.raises(ConflictError) as again:
+        sdk.work_orders.add_member(order.id, batch_id=batch.id)
+    assert again.value.code in ("already_in_work_order", "work_order_closed")
+    # And the route policy is read, saved at its version, refused at a stale one, and logged
+    policy = sdk.routing.policy()
+    assert policy.version == 0 and not policy.configured
+    saved = sdk.routing.update_policy(version=policy.version, provider_deny=["edge-eu"])
+    assert saved.configured and saved.version == 1 and saved.provider_deny == ["edge-eu"]
+    with pytest.raises(ConflictError) as stale:
+        sdk.routing.update_policy(version=0, provider_deny=[])
+    assert stale.value.code == "policy_version_mismatch"
+    assert [c.version for c in sdk.routing.policy_history()] == [1]

@@ -450,6 +450,18 @@ class ScheduleChanges(TypedDict, total=False):
     golden_set: dict[str, Any] | None
 
 
+class PolicyFields(TypedDict, total=False):
+    """A route policy's fields (docs/routing-policy.md, The policy object)."""
+
+    provider_allow: list[str]
+    provider_deny: list[str]
+    allowed_regions: list[str]
+    routing_mode: str | None  # cheapest, balanced, sla_aware; None: each request's own
+    privacy_tier_floor: str | None
+    max_price_per_million_tokens: dict[str, Any]  # per operation: {input, output} USD caps
+    chat_fallbacks_allowed: bool
+
+
 class ScheduleOptions(TypedDict, total=False):
     """A new schedule's optional fields; `time_zone` is UTC and `state` active by default."""
 
@@ -490,6 +502,14 @@ def _next_page(body: Any) -> dict[str, str] | None:
     if body.get("has_more") is True and isinstance(last_id, str) and last_id:
         return {"after": last_id}
     return None
+
+
+def _work_order_path(work_order_id: str) -> str:
+    return f"/v1/work-orders/{_segment(work_order_id)}"
+
+
+def _policy_of(body: Any) -> models.RoutePolicy:
+    return models.RoutePolicy.from_dict(body["policy"])
 
 
 def _schedule_path(schedule_id: str) -> str:
@@ -937,6 +957,97 @@ class Operations:
         run, and charge, again): read the version's benchmarks to check."""
         path = f"{_schedule_path(schedule_id)}/regression-runs"
         return (yield from self._fetch("POST", path, models.RegressionRun.from_dict, repeatable=False))
+
+    # -- work orders (docs/work-orders.md) -------------------------------------------------
+
+    def work_order_create(
+        self,
+        *,
+        name: str | None = None,
+        client_reference: str | None = None,
+        metadata: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Plan[models.WorkOrder]:
+        """`POST /v1/work-orders`: a new, empty work order. It carries one `Idempotency-Key`
+        (yours, or one generated per call) on every attempt, so it is retried like
+        `batches.create`: a repeat answers with the work order the first attempt made."""
+        body = _given(name=name, client_reference=client_reference, metadata=metadata)
+        headers = {"Idempotency-Key": idempotency_key or new_idempotency_key()}
+        build = models.WorkOrder.from_dict
+        return (yield from self._fetch("POST", "/v1/work-orders", build, json=body, headers=headers))
+
+    def work_order_list(
+        self, *, status: str | None = None, client_reference: str | None = None, page_size: int | None = None
+    ) -> Stream[models.WorkOrder]:
+        """`GET /v1/work-orders`: newest first, across all pages; `status` and
+        `client_reference` filter (`page_size` 1-100)."""
+        params = {"status": status, "client_reference": client_reference, "limit": page_size}
+        return self._pages("/v1/work-orders", params, models.WorkOrder.from_dict)
+
+    def work_order_get(self, work_order_id: str) -> Plan[models.WorkOrder]:
+        return (yield from self._fetch("GET", _work_order_path(work_order_id), models.WorkOrder.from_dict))
+
+    def work_order_update(
+        self,
+        work_order_id: str,
+        /,
+        *,
+        name: str | None = None,
+        metadata: dict[str, str] | None = None,
+        closed: bool | None = None,
+    ) -> Plan[models.WorkOrder]:
+        """`PATCH /v1/work-orders/{id}`: only the fields given change (None leaves a field as
+        it is); `closed=True` closes it to new members. The same change applied twice is the
+        same work order: retried like a PUT."""
+        body = _given(name=name, metadata=metadata, closed=closed)
+        path = _work_order_path(work_order_id)
+        return (yield from self._fetch("PATCH", path, models.WorkOrder.from_dict, json=body))
+
+    def work_order_add_member(
+        self, work_order_id: str, *, batch_id: str | None = None, chat_job_id: str | None = None
+    ) -> Plan[models.WorkOrderMemberAdded]:
+        """`POST /v1/work-orders/{id}/members`: attach an existing batch (`batch_id`) or queued
+        chat job (`chat_job_id`) of the org. Not repeated after a network error or 5xx: a
+        repeat of an attach that was made answers 409 `already_in_work_order` (its
+        `details.work_order_id` this one); list the members to check."""
+        body = _given(batch_id=batch_id, chat_job_id=chat_job_id)
+        path = f"{_work_order_path(work_order_id)}/members"
+        build = models.WorkOrderMemberAdded.from_dict
+        return (yield from self._fetch("POST", path, build, json=body, repeatable=False))
+
+    def work_order_members(
+        self, work_order_id: str, *, page_size: int | None = None
+    ) -> Stream[models.WorkOrderMember]:
+        """`GET /v1/work-orders/{id}/members`: oldest batch first, across all pages."""
+        path = f"{_work_order_path(work_order_id)}/members"
+        return self._pages(path, {"limit": page_size}, models.WorkOrderMember.from_dict)
+
+    # -- the route policy (docs/routing-policy.md) -----------------------------------------
+
+    def route_policy(self) -> Plan[models.RoutePolicy]:
+        """`GET /v1/routing/policy`: the org's policy (the defaults, version 0, until saved)."""
+        return (yield from self._fetch("GET", "/v1/routing/policy", _policy_of))
+
+    def route_policy_update(
+        self, *, version: int | None = None, **fields: Unpack[PolicyFields]
+    ) -> Plan[models.RoutePolicy]:
+        """`PUT /v1/routing/policy` (owner, admin): the whole policy, the fields left out at
+        their defaults. With `version` (the one read), the save is refused with 409
+        `policy_version_mismatch` unless the policy is still at it, and is not repeated after
+        a network error or 5xx (the lost attempt may have saved: read the policy to check);
+        without, it saves over whatever is stored, and a repeat of the same body changes
+        nothing, so it is retried like any PUT."""
+        body = dict(fields) if version is None else {**fields, "version": version}
+        return (
+            yield from self._fetch(
+                "PUT", "/v1/routing/policy", _policy_of, json=body, repeatable=version is None
+            )
+        )
+
+    def route_policy_history(self, *, page_size: int | None = None) -> Stream[models.RoutePolicyChange]:
+        """`GET /v1/routing/policy/history`: every save, newest first (`page_size` 1-200)."""
+        path = "/v1/routing/policy/history"
+        return self._pages(path, {"limit": page_size}, models.RoutePolicyChange.from_dict)
 
     # -- billing (docs/billing-controls.md, docs/payments.md) ------------------------------
 

@@ -195,6 +195,28 @@ class Schedules(Resource[M]):
     regress = Call(Operations.schedule_regress)
 
 
+class WorkOrders(Resource[M]):
+    """Work orders (beta, docs/work-orders.md): batches and queued chat jobs grouped and
+    counted together; a batch joins at creation (`batches.create(work_order_id=...)`) or by
+    `add_member`."""
+
+    create = Call(Operations.work_order_create)
+    list = Listing(Operations.work_order_list)
+    get = Call(Operations.work_order_get)
+    update = Call(Operations.work_order_update)
+    add_member = Call(Operations.work_order_add_member)
+    members = Listing(Operations.work_order_members)
+
+
+class Routing(Resource[M]):
+    """The org's route policy (docs/routing-policy.md): read by every role, saved by owners
+    and admins, with its history."""
+
+    policy = Call(Operations.route_policy)
+    update_policy = Call(Operations.route_policy_update)
+    policy_history = Listing(Operations.route_policy_history)
+
+
 class Billing(Resource[M]):
     """Billing controls and their audit trail (docs/billing-controls.md), auto top-up and its
     attempts (docs/payments.md). Changing the controls needs a user session (the console)."""
@@ -229,6 +251,8 @@ class Resources(NamedTuple):
     settings: type[Settings[Any]]
     delivery_targets: type[DeliveryTargets[Any]]
     schedules: type[Schedules[Any]]
+    work_orders: type[WorkOrders[Any]]
+    routing: type[Routing[Any]]
     billing: type[Billing[Any]]
     catalog: type[Catalog[Any]]
 
@@ -276,6 +300,8 @@ class Surface(ClientBase, Moded[M], Generic[M, H, S]):
         self.settings: Settings[M] = resources.settings(self)
         self.delivery_targets: DeliveryTargets[M] = resources.delivery_targets(self)
         self.schedules: Schedules[M] = resources.schedules(self)
+        self.work_orders: WorkOrders[M] = resources.work_orders(self)
+        self.routing: Routing[M] = resources.routing(self)
         self.billing: Billing[M] = resources.billing(self)
         self.catalog: Catalog[M] = resources.catalog(self)
 

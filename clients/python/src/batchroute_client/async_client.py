@@ -52,6 +52,14 @@ class AsyncSchedules(_surface.Schedules[_surface.Awaiting]):
     """As `Schedules`, awaited; `list`, `runs` and `versions` are async iterators."""
 
 
+class AsyncWorkOrders(_surface.WorkOrders[_surface.Awaiting]):
+    """As `WorkOrders`, awaited; `list` and `members` are async iterators."""
+
+
+class AsyncRouting(_surface.Routing[_surface.Awaiting]):
+    """As `Routing`, awaited; `policy_history` is an async iterator."""
+
+
 class AsyncBilling(_surface.Billing[_surface.Awaiting]):
     """As `Billing`, awaited; `audit` and `auto_topup_attempts` are async iterators."""
 
@@ -82,6 +90,8 @@ class AsyncClient(_surface.Surface[_surface.Awaiting, httpx.AsyncClient, AsyncSl
         AsyncSettings,
         AsyncDeliveryTargets,
         AsyncSchedules,
+        AsyncWorkOrders,
+        AsyncRouting,
         AsyncBilling,
         AsyncCatalog,
     )

@@ -33,8 +33,10 @@ __all__ = [
     "DeliveryTargets",
     "Files",
     "Quotes",
+    "Routing",
     "Schedules",
     "Settings",
+    "WorkOrders",
     "__version__",
 ]
 
@@ -69,6 +71,14 @@ class Schedules(_surface.Schedules[_surface.Blocking]):
     __doc__ = _surface.Schedules.__doc__
 
 
+class WorkOrders(_surface.WorkOrders[_surface.Blocking]):
+    __doc__ = _surface.WorkOrders.__doc__
+
+
+class Routing(_surface.Routing[_surface.Blocking]):
+    __doc__ = _surface.Routing.__doc__
+
+
 class Billing(_surface.Billing[_surface.Blocking]):
     __doc__ = _surface.Billing.__doc__
 
@@ -80,7 +90,17 @@ class Catalog(_surface.Catalog[_surface.Blocking]):
 class Client(_surface.Surface[_surface.Blocking, httpx.Client, Callable[[float], None]]):
     __doc__ = _surface.Surface.__doc__
     _resources = _surface.Resources(
-        Quotes, Batches, Chat, Files, Settings, DeliveryTargets, Schedules, Billing, Catalog
+        Quotes,
+        Batches,
+        Chat,
+        Files,
+        Settings,
+        DeliveryTargets,
+        Schedules,
+        WorkOrders,
+        Routing,
+        Billing,
+        Catalog,
     )
 
     def _new_http(self, timeout: float) -> httpx.Client:

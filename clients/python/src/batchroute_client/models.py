@@ -983,6 +983,134 @@ class RegressionRunList(Rows[RegressionRun]):
     data: list[RegressionRun]
 
 
+# -- work orders (docs/work-orders.md) --------------------------------------------------------
+@dataclass(frozen=True)
+class WorkOrderMembersCount(Model):
+    SCHEMA: ClassVar[str] = "WorkOrderMembersCount"
+    total: int
+    in_progress: int
+    completed: int
+    failed: int
+    canceled: int
+    expired: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class WorkOrderItems(Model):
+    SCHEMA: ClassVar[str] = "WorkOrderItems"
+    total: int
+    pending: int
+    completed: int
+    failed: int
+    canceled: int
+
+
+@dataclass(frozen=True)
+class WorkOrderCost(Model):
+    """What the members hold now (`reserved`) and were charged once settled (`charged`)."""
+
+    SCHEMA: ClassVar[str] = "WorkOrderCost"
+    NESTED: ClassVar[Mapping[str, Build]] = {"reserved": Money.from_dict, "charged": Money.from_dict}
+    reserved: Money
+    charged: Money
+
+
+@dataclass(frozen=True)
+class WorkOrder(Model):
+    """A group of batches and queued chat jobs, counted together. `status` is derived from
+    the members (`empty`, `in_progress`, `completed`, `canceled`, `failed`,
+    `completed_with_failures`); `closed` says only that no more may join."""
+
+    SCHEMA: ClassVar[str] = "WorkOrderOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {
+        "members": WorkOrderMembersCount.from_dict,
+        "items": WorkOrderItems.from_dict,
+        "cost": WorkOrderCost.from_dict,
+    }
+    id: str
+    name: str | None
+    client_reference: str | None
+    metadata: dict[str, str]
+    status: str
+    closed: bool
+    closed_at: str | None
+    created_at: str
+    updated_at: str
+    members: WorkOrderMembersCount
+    items: WorkOrderItems
+    cost: WorkOrderCost
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class WorkOrderMember(Model):
+    """A batch or queued chat job (`kind`) in a work order; `outcome` once it settled."""
+
+    SCHEMA: ClassVar[str] = "WorkOrderMemberOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"reserved": Money.from_dict}
+    batch_id: str
+    kind: str
+    chat_job_id: str | None
+    joined_at: str
+    items: int
+    reserved: Money
+    settled_at: str | None
+    outcome: str | None
+
+
+@dataclass(frozen=True)
+class WorkOrderMemberAdded(Model):
+    SCHEMA: ClassVar[str] = "WorkOrderMemberAdded"
+    NESTED: ClassVar[Mapping[str, Build]] = {
+        "work_order": WorkOrder.from_dict,
+        "member": WorkOrderMember.from_dict,
+    }
+    work_order: WorkOrder
+    member: WorkOrderMember
+
+
+# -- the route policy (docs/routing-policy.md) -------------------------------------------------
+@dataclass(frozen=True)
+class RoutePolicy(Model):
+    """The org's standing routing rules, applied to every quote, batch and chat request;
+    `version` is what `routing.update_policy(version=...)` saves over (`configured` False and
+    version 0 until the first save)."""
+
+    SCHEMA: ClassVar[str] = "RoutePolicyOut"
+    org_id: str
+    configured: bool
+    version: int
+    provider_allow: list[str]
+    provider_deny: list[str]
+    allowed_regions: list[str]
+    routing_mode: str | None
+    privacy_tier_floor: str | None
+    max_price_per_million_tokens: dict[str, Any]
+    chat_fallbacks_allowed: bool
+    created_at: str | None
+    updated_at: str | None
+    updated_by: str | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class RoutePolicyChange(Model):
+    """One save of the route policy: the fields it changed, `before` and `after`, and who."""
+
+    SCHEMA: ClassVar[str] = "RoutePolicyChangeOut"
+    id: str
+    version: int
+    action: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+    actor_user_id: str | None
+    actor_key_id: str | None
+    actor_role: str | None
+    ip_address: str | None
+    created_at: str
+
+
 # -- billing -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AuditEntry(Model):
@@ -1262,6 +1390,14 @@ ALL_MODELS: tuple[type, ...] = (
     LaneBenchmark,
     RegressionRun,
     RegressionRunList,
+    WorkOrderMembersCount,
+    WorkOrderItems,
+    WorkOrderCost,
+    WorkOrder,
+    WorkOrderMember,
+    WorkOrderMemberAdded,
+    RoutePolicy,
+    RoutePolicyChange,
     AuditEntry,
     Card,
     AutoTopupStatus,
