@@ -212,3 +212,23 @@ def test_a_work_order_and_the_route_policy_through_the_client(sdk: Client) -> No
         sdk.routing.update_policy(version=0, provider_deny=[])
     assert stale.value.code == "policy_version_mismatch"
     assert [c.version for c in sdk.routing.policy_history()] == [1]
+
+
+def test_feedback_on_a_finished_item_through_the_client(sdk: Client, local_aws: LocalStack) -> None:
+    # Given a batch run to its end
+    batch = sdk.batches.create(items=[_item(0)], idempotency_key="feedback-batch-0001")
+    _run_to_the_end(local_aws, batch.id)
+    (row,) = sdk.batches.results(batch.id)
+    # When its item is rated through the client, and rated again
+    first = sdk.feedback.send(rating=-1, batch_id=batch.id, customer_item_id=row.customer_item_id)
+    again = sdk.feedback.send(
+        rating=1, batch_id=batch.id, customer_item_id=row.customer_item_id, labels=["concise"]
+    )
+    # Then the second replaced the first, and the listing and the month's summary count one
+    assert again.id == first.id and (again.rating, again.labels) == (1, ["concise"])
+    assert [f.id for f in sdk.feedback.list(batch_id=batch.id)] == [first.id]
+    summary = sdk.feedback.summary()
+    assert summary.period == "monthly" and summary.total.count == 1 and summary.total.thumbs.up == 1
+    assert [(m.model, m.count) for m in summary.by_model_provider] == [(again.model, 1)]
+    # And the org's billing events read through the client (none: no alert was armed)
+    assert list(sdk.billing.events()) == []

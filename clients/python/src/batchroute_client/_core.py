@@ -450,6 +450,16 @@ class ScheduleChanges(TypedDict, total=False):
     golden_set: dict[str, Any] | None
 
 
+class FeedbackFilters(TypedDict, total=False):
+    """What a feedback listing may be narrowed to (docs/feedback.md)."""
+
+    target_type: str  # batch_item or chat_completion
+    batch_id: str
+    model: str
+    provider: str
+    rating_scale: str  # thumbs or stars
+
+
 class PolicyFields(TypedDict, total=False):
     """A route policy's fields (docs/routing-policy.md, The policy object)."""
 
@@ -1022,6 +1032,55 @@ class Operations:
         path = f"{_work_order_path(work_order_id)}/members"
         return self._pages(path, {"limit": page_size}, models.WorkOrderMember.from_dict)
 
+    # -- feedback (docs/feedback.md) -------------------------------------------------------
+
+    def feedback_send(
+        self,
+        *,
+        rating: int,
+        batch_id: str | None = None,
+        customer_item_id: str | None = None,
+        chat_completion_id: str | None = None,
+        rating_scale: str | None = None,
+        comment: str | None = None,
+        labels: list[str] | None = None,
+    ) -> Plan[models.Feedback]:
+        """`POST /v1/feedback`: rate a batch item (`batch_id` and `customer_item_id`) or a chat
+        completion (`chat_completion_id`), on `rating_scale` `thumbs` (-1 or 1, the default) or
+        `stars` (1-5). An author has one feedback per target, so sending again replaces it:
+        a repeat is the same feedback, and it is retried like a PUT."""
+        target: dict[str, str]
+        if chat_completion_id is not None:
+            target = {"type": "chat_completion", "id": chat_completion_id}
+        else:
+            target = {
+                "type": "batch_item",
+                "batch_id": str(batch_id),
+                "customer_item_id": str(customer_item_id),
+            }
+        body = {
+            "target": target,
+            "rating": rating,
+            **_given(rating_scale=rating_scale, comment=comment, labels=labels),
+        }
+        return (yield from self._fetch("POST", "/v1/feedback", models.Feedback.from_dict, json=body))
+
+    def feedback_list(
+        self, *, page_size: int | None = None, **filters: Unpack[FeedbackFilters]
+    ) -> Stream[models.Feedback]:
+        """`GET /v1/feedback`: the org's feedback, newest first, across all pages; filtered
+        by `target_type`, `batch_id`, `model`, `provider`, `rating_scale`."""
+        return self._pages("/v1/feedback", {**filters, "limit": page_size}, models.Feedback.from_dict)
+
+    def feedback_summary(self, *, period: str | None = None) -> Plan[models.FeedbackSummary]:
+        """`GET /v1/feedback/summary`: the current UTC month (or `period="daily"`: day)."""
+        params = {"period": period}
+        return (
+            yield from self._fetch(
+                "GET", "/v1/feedback/summary", models.FeedbackSummary.from_dict, params=params
+            )
+        )
+
     # -- the route policy (docs/routing-policy.md) -----------------------------------------
 
     def route_policy(self) -> Plan[models.RoutePolicy]:
@@ -1056,6 +1115,11 @@ class Operations:
         first, across all pages (`page_size` 1-200, the service's default 50)."""
         path = "/v1/billing/controls/audit"
         return self._pages(path, {"limit": page_size}, models.AuditEntry.from_dict)
+
+    def billing_events(self, *, page_size: int | None = None) -> Stream[models.BillingEvent]:
+        """`GET /v1/billing/events`: the billing alert events, newest first, across all pages
+        (docs/billing-alerts.md), each with its webhook delivery."""
+        return self._pages("/v1/billing/events", {"limit": page_size}, models.BillingEvent.from_dict)
 
     def auto_topup_get(self) -> Plan[models.AutoTopup]:
         """`GET /v1/billing/auto-topup`: the settings (the defaults, `configured` False, until

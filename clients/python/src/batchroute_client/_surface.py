@@ -217,12 +217,22 @@ class Routing(Resource[M]):
     policy_history = Listing(Operations.route_policy_history)
 
 
+class FeedbackResource(Resource[M]):
+    """Feedback on answers (docs/feedback.md): one rating per author and target, listed and
+    summed per model and provider."""
+
+    send = Call(Operations.feedback_send)
+    list = Listing(Operations.feedback_list)
+    summary = Call(Operations.feedback_summary)
+
+
 class Billing(Resource[M]):
     """Billing controls and their audit trail (docs/billing-controls.md), auto top-up and its
     attempts (docs/payments.md). Changing the controls needs a user session (the console)."""
 
     controls = Call(Operations.billing_controls)
     audit = Listing(Operations.billing_audit)
+    events = Listing(Operations.billing_events)
     auto_topup = Call(Operations.auto_topup_get)
     update_auto_topup = Call(Operations.auto_topup_update)
     auto_topup_attempts = Listing(Operations.auto_topup_attempts)
@@ -253,6 +263,7 @@ class Resources(NamedTuple):
     schedules: type[Schedules[Any]]
     work_orders: type[WorkOrders[Any]]
     routing: type[Routing[Any]]
+    feedback: type[FeedbackResource[Any]]
     billing: type[Billing[Any]]
     catalog: type[Catalog[Any]]
 
@@ -302,6 +313,7 @@ class Surface(ClientBase, Moded[M], Generic[M, H, S]):
         self.schedules: Schedules[M] = resources.schedules(self)
         self.work_orders: WorkOrders[M] = resources.work_orders(self)
         self.routing: Routing[M] = resources.routing(self)
+        self.feedback: FeedbackResource[M] = resources.feedback(self)
         self.billing: Billing[M] = resources.billing(self)
         self.catalog: Catalog[M] = resources.catalog(self)
 

@@ -60,6 +60,10 @@ class AsyncRouting(_surface.Routing[_surface.Awaiting]):
     """As `Routing`, awaited; `policy_history` is an async iterator."""
 
 
+class AsyncFeedbackResource(_surface.FeedbackResource[_surface.Awaiting]):
+    """As `FeedbackResource`, awaited; `list` is an async iterator."""
+
+
 class AsyncBilling(_surface.Billing[_surface.Awaiting]):
     """As `Billing`, awaited; `audit` and `auto_topup_attempts` are async iterators."""
 
@@ -92,6 +96,7 @@ class AsyncClient(_surface.Surface[_surface.Awaiting, httpx.AsyncClient, AsyncSl
         AsyncSchedules,
         AsyncWorkOrders,
         AsyncRouting,
+        AsyncFeedbackResource,
         AsyncBilling,
         AsyncCatalog,
     )

@@ -31,6 +31,7 @@ __all__ = [
     "Chat",
     "Client",
     "DeliveryTargets",
+    "FeedbackResource",
     "Files",
     "Quotes",
     "Routing",
@@ -79,6 +80,10 @@ class Routing(_surface.Routing[_surface.Blocking]):
     __doc__ = _surface.Routing.__doc__
 
 
+class FeedbackResource(_surface.FeedbackResource[_surface.Blocking]):
+    __doc__ = _surface.FeedbackResource.__doc__
+
+
 class Billing(_surface.Billing[_surface.Blocking]):
     __doc__ = _surface.Billing.__doc__
 
@@ -99,6 +104,7 @@ class Client(_surface.Surface[_surface.Blocking, httpx.Client, Callable[[float],
         Schedules,
         WorkOrders,
         Routing,
+        FeedbackResource,
         Billing,
         Catalog,
     )

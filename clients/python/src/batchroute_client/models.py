@@ -1111,6 +1111,100 @@ class RoutePolicyChange(Model):
     created_at: str
 
 
+# -- feedback (docs/feedback.md) --------------------------------------------------------------
+@dataclass(frozen=True)
+class FeedbackTarget(Model):
+    """What feedback rates: a batch item (`batch_id`, `customer_item_id`) or a chat
+    completion (`id`)."""
+
+    SCHEMA: ClassVar[str] = "FeedbackTargetOut"
+    type: str
+    batch_id: str | None = None
+    customer_item_id: str | None = None
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Feedback(Model):
+    """One author's rating of one target (`rating_scale` `thumbs`: -1 or 1, `stars`: 1-5), with
+    the model and provider that answered it."""
+
+    SCHEMA: ClassVar[str] = "FeedbackOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"target": FeedbackTarget.from_dict}
+    id: str
+    target: FeedbackTarget
+    rating: int
+    rating_scale: str
+    comment: str | None
+    labels: list[str]
+    model: str
+    provider: str
+    author: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class Thumbs(Model):
+    SCHEMA: ClassVar[str] = "Thumbs"
+    up: int
+    down: int
+
+
+@dataclass(frozen=True)
+class Stars(Model):
+    """How many star ratings, and their mean as a decimal string (None without any)."""
+
+    SCHEMA: ClassVar[str] = "Stars"
+    count: int
+    mean: str | None
+
+
+@dataclass(frozen=True)
+class LabelCount(Model):
+    SCHEMA: ClassVar[str] = "LabelCount"
+    label: str
+    count: int
+
+
+@dataclass(frozen=True)
+class FeedbackFigures(Model):
+    SCHEMA: ClassVar[str] = "FeedbackFigures"
+    NESTED: ClassVar[Mapping[str, Build]] = {
+        "thumbs": Thumbs.from_dict,
+        "stars": Stars.from_dict,
+        "top_labels": each(LabelCount.from_dict),
+    }
+    count: int
+    thumbs: Thumbs
+    stars: Stars
+    top_labels: list[LabelCount]
+
+
+@dataclass(frozen=True)
+class ModelProviderFeedback(FeedbackFigures):
+    SCHEMA: ClassVar[str] = "ModelProviderFeedback"
+    model: str
+    provider: str
+
+
+@dataclass(frozen=True)
+class FeedbackSummary(Model):
+    """The current UTC day's or month's feedback (`period`), in all and per model and provider
+    (`by_model_provider`, most feedback first)."""
+
+    SCHEMA: ClassVar[str] = "FeedbackSummary"
+    NESTED: ClassVar[Mapping[str, Build]] = {
+        "total": FeedbackFigures.from_dict,
+        "by_model_provider": each(ModelProviderFeedback.from_dict),
+    }
+    period: str
+    start: str
+    end: str
+    total: FeedbackFigures
+    by_model_provider: list[ModelProviderFeedback]
+
+
 # -- billing -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AuditEntry(Model):
@@ -1126,6 +1220,21 @@ class AuditEntry(Model):
     actor_user_id: str | None = None
     actor_role: str | None = None
     ip_address: str | None = None
+
+
+@dataclass(frozen=True)
+class BillingEvent(Model):
+    """A billing alert event (docs/billing-alerts.md): its `type` (e.g. `balance.low`), its
+    `data`, and the delivery of its signed webhook when the org has one."""
+
+    SCHEMA: ClassVar[str] = "BillingEventOut"
+    NESTED: ClassVar[Mapping[str, Build]] = {"webhook": WebhookDelivery.from_dict}
+    id: str
+    type: str
+    org_id: str
+    created_at: str
+    data: dict[str, Any]
+    webhook: WebhookDelivery | None
 
 
 @dataclass(frozen=True)
@@ -1398,7 +1507,16 @@ ALL_MODELS: tuple[type, ...] = (
     WorkOrderMemberAdded,
     RoutePolicy,
     RoutePolicyChange,
+    FeedbackTarget,
+    Feedback,
+    Thumbs,
+    Stars,
+    LabelCount,
+    FeedbackFigures,
+    ModelProviderFeedback,
+    FeedbackSummary,
     AuditEntry,
+    BillingEvent,
     Card,
     AutoTopupStatus,
     AutoTopup,
