@@ -18,7 +18,7 @@ from batchroute.config import get_settings
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import heartbeat_all_lanes, run_until_done
+from tests.integration.batch_pipeline_support import LLAMA, heartbeat_all_lanes, run_until_done
 from tests.integration.principals import TestOrg, new_org
 from tests.integration.test_quotes import _item
 
@@ -232,3 +232,30 @@ def test_feedback_on_a_finished_item_through_the_client(sdk: Client, local_aws: 
     assert [(m.model, m.count) for m in summary.by_model_provider] == [(again.model, 1)]
     # And the org's billing events read through the client (none: no alert was armed)
     assert list(sdk.billing.events()) == []
+
+
+def test_a_preset_through_the_client(sdk: Client) -> None:
+    # Given a preset made through the client, then changed twice
+    preset = sdk.presets.create(
+        name="summarize", model=LLAMA, operation="responses", parameters={"max_output_tokens": 64}
+    )
+    assert (preset.ref, preset.parameters.max_output_tokens) == ("summarize@1", 64)
+    updated = sdk.presets.update("summarize", system_prompt="Answer in one line.")
+    replaced = sdk.presets.replace("summarize", model=LLAMA, operation="responses")
+    assert (updated.version, replaced.version) == (2, 3) and replaced.system_prompt is None
+    # Then each version reads back, and an item may name one
+    assert [v.version for v in sdk.presets.versions("summarize", page_size=2)] == [3, 2, 1]
+    assert sdk.presets.version("summarize", 2).system_prompt == "Answer in one line."
+    quote = sdk.quotes.model(items=[{**_item(0), "preset": "summarize@2"}])
+    assert quote.item_count == 1
+    # When it is archived / Then it lists only with the archived ones, and a second archive is a 409
+    archived = sdk.presets.archive("summarize")
+    assert (
+        archived.archived_at is not None and sdk.presets.get("summarize").archived_at == archived.archived_at
+    )
+    assert [p.name for p in sdk.presets.list()] == []
+    assert [p.name for p in sdk.presets.list(include_archived=True)] == ["summarize"]
+    with pytest.raises(ConflictError) as again:
+        sdk.presets.archive("summarize")
+    assert again.value.code == "preset_archived"
+    assert len(sdk.presets.benchmarks("summarize", 1)) == 0

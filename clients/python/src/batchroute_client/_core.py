@@ -450,6 +450,20 @@ class ScheduleChanges(TypedDict, total=False):
     golden_set: dict[str, Any] | None
 
 
+class PresetFields(TypedDict, total=False):
+    """A preset's template (docs/presets.md, The preset): a `model` or a `workflow_product`."""
+
+    description: str | None
+    model: str | None
+    workflow_product: str | None
+    operation: str | None  # responses, embeddings, vision
+    system_prompt: str | None
+    parameters: dict[str, Any] | None  # max_output_tokens, temperature, top_p, response_format, ...
+    routing: dict[str, Any] | None  # routing_mode, privacy_tier, region, max_price
+    metadata: dict[str, Any] | None
+    golden_set: dict[str, Any] | None
+
+
 class FeedbackFilters(TypedDict, total=False):
     """What a feedback listing may be narrowed to (docs/feedback.md)."""
 
@@ -512,6 +526,15 @@ def _next_page(body: Any) -> dict[str, str] | None:
     if body.get("has_more") is True and isinstance(last_id, str) and last_id:
         return {"after": last_id}
     return None
+
+
+def _preset_path(name: str) -> str:
+    return f"/v1/presets/{_segment(name)}"
+
+
+def _flag(value: bool | None) -> str | None:
+    """A boolean query parameter as the API reads it."""
+    return None if value is None else ("true" if value else "false")
 
 
 def _work_order_path(work_order_id: str) -> str:
@@ -967,6 +990,86 @@ class Operations:
         run, and charge, again): read the version's benchmarks to check."""
         path = f"{_schedule_path(schedule_id)}/regression-runs"
         return (yield from self._fetch("POST", path, models.RegressionRun.from_dict, repeatable=False))
+
+    # -- presets (docs/presets.md) ---------------------------------------------------------
+
+    def preset_create(self, *, name: str, **template: Unpack[PresetFields]) -> Plan[models.Preset]:
+        """`POST /v1/presets`: a template of work at version 1. Not repeated after a network
+        error or 5xx (a repeat of a create made answers 409 `preset_exists`): get it to check."""
+        body = {"name": name, **template}
+        return (
+            yield from self._fetch(
+                "POST", "/v1/presets", models.Preset.from_dict, json=body, repeatable=False
+            )
+        )
+
+    def preset_list(
+        self, *, include_archived: bool | None = None, page_size: int | None = None
+    ) -> Stream[models.Preset]:
+        """`GET /v1/presets`: the org's presets by name, across all pages (archived ones
+        with `include_archived=True`)."""
+        params = {"include_archived": _flag(include_archived), "limit": page_size}
+        return self._pages("/v1/presets", params, models.Preset.from_dict)
+
+    def preset_get(self, name: str) -> Plan[models.Preset]:
+        return (yield from self._fetch("GET", _preset_path(name), models.Preset.from_dict))
+
+    def preset_replace(self, name: str, /, **template: Unpack[PresetFields]) -> Plan[models.Preset]:
+        """`PUT /v1/presets/{name}`: the next version, the whole template again (fields left
+        out are dropped). Each save is a version, so it is not repeated after a network error
+        or 5xx: get the preset to check."""
+        path = _preset_path(name)
+        return (
+            yield from self._fetch(
+                "PUT", path, models.Preset.from_dict, json=dict(template), repeatable=False
+            )
+        )
+
+    def preset_update(self, name: str, /, **changes: Unpack[PresetFields]) -> Plan[models.Preset]:
+        """`PATCH /v1/presets/{name}`: the next version, the fields given over the latest
+        (`parameters` and `routing` merge key by key, a None value removes a key). Not
+        repeated after a network error or 5xx, as `replace`."""
+        path = _preset_path(name)
+        return (
+            yield from self._fetch(
+                "PATCH", path, models.Preset.from_dict, json=dict(changes), repeatable=False
+            )
+        )
+
+    def preset_archive(self, name: str) -> Plan[models.Preset]:
+        """`DELETE /v1/presets/{name}`: archived (its versions and benchmarks stay readable).
+        When a retry (the first answer lost) is answered 409 `preset_archived`, the lost
+        attempt archived it: the preset is read and returned."""
+
+        def archived(exc: APIError) -> bool:
+            return isinstance(exc, ConflictError) and exc.code == "preset_archived"
+
+        path = _preset_path(name)
+        done = yield from self._done_unless_lost("DELETE", path, models.Preset.from_dict, archived)
+        return done if done is not None else (yield from self.preset_get(name))
+
+    def preset_versions(self, name: str, *, page_size: int | None = None) -> Stream[models.PresetVersion]:
+        """`GET /v1/presets/{name}/versions`: every version, newest first."""
+        path = f"{_preset_path(name)}/versions"
+        return self._pages(path, {"limit": page_size}, models.PresetVersion.from_dict)
+
+    def preset_version(self, name: str, version: int) -> Plan[models.PresetVersion]:
+        path = f"{_preset_path(name)}/versions/{int(version)}"
+        return (yield from self._fetch("GET", path, models.PresetVersion.from_dict))
+
+    def preset_benchmarks(self, name: str, version: int) -> Plan[models.PresetRegressionRunList]:
+        """`GET /v1/presets/{name}/versions/{v}/benchmarks`: the version's golden-set runs."""
+        path = f"{_preset_path(name)}/versions/{int(version)}/benchmarks"
+        return (yield from self._fetch("GET", path, models.PresetRegressionRunList.from_dict))
+
+    def preset_regress(self, name: str, *, version: int | None = None) -> Plan[models.PresetRegressionRun]:
+        """`POST /v1/presets/{name}/regression-runs`: run the golden set of the latest version
+        (or `version`) now on every candidate lane, paid at direct prices. Not repeated after a
+        network error or 5xx (a repeat would run, and charge, again)."""
+        path = f"{_preset_path(name)}/regression-runs"
+        params = {"version": version}
+        build = models.PresetRegressionRun.from_dict
+        return (yield from self._fetch("POST", path, build, params=params, repeatable=False))
 
     # -- work orders (docs/work-orders.md) -------------------------------------------------
 

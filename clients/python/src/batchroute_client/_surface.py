@@ -195,6 +195,22 @@ class Schedules(Resource[M]):
     regress = Call(Operations.schedule_regress)
 
 
+class Presets(Resource[M]):
+    """Presets (docs/presets.md): versioned templates of work an item names (`preset`), with
+    their golden-set regression runs."""
+
+    create = Call(Operations.preset_create)
+    list = Listing(Operations.preset_list)
+    get = Call(Operations.preset_get)
+    replace = Call(Operations.preset_replace)
+    update = Call(Operations.preset_update)
+    archive = Call(Operations.preset_archive)
+    versions = Listing(Operations.preset_versions)
+    version = Call(Operations.preset_version)
+    benchmarks = Call(Operations.preset_benchmarks)
+    regress = Call(Operations.preset_regress)
+
+
 class WorkOrders(Resource[M]):
     """Work orders (beta, docs/work-orders.md): batches and queued chat jobs grouped and
     counted together; a batch joins at creation (`batches.create(work_order_id=...)`) or by
@@ -261,6 +277,7 @@ class Resources(NamedTuple):
     settings: type[Settings[Any]]
     delivery_targets: type[DeliveryTargets[Any]]
     schedules: type[Schedules[Any]]
+    presets: type[Presets[Any]]
     work_orders: type[WorkOrders[Any]]
     routing: type[Routing[Any]]
     feedback: type[FeedbackResource[Any]]
@@ -311,6 +328,7 @@ class Surface(ClientBase, Moded[M], Generic[M, H, S]):
         self.settings: Settings[M] = resources.settings(self)
         self.delivery_targets: DeliveryTargets[M] = resources.delivery_targets(self)
         self.schedules: Schedules[M] = resources.schedules(self)
+        self.presets: Presets[M] = resources.presets(self)
         self.work_orders: WorkOrders[M] = resources.work_orders(self)
         self.routing: Routing[M] = resources.routing(self)
         self.feedback: FeedbackResource[M] = resources.feedback(self)

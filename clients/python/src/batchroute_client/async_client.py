@@ -52,6 +52,10 @@ class AsyncSchedules(_surface.Schedules[_surface.Awaiting]):
     """As `Schedules`, awaited; `list`, `runs` and `versions` are async iterators."""
 
 
+class AsyncPresets(_surface.Presets[_surface.Awaiting]):
+    """As `Presets`, awaited; `list` and `versions` are async iterators."""
+
+
 class AsyncWorkOrders(_surface.WorkOrders[_surface.Awaiting]):
     """As `WorkOrders`, awaited; `list` and `members` are async iterators."""
 
@@ -94,6 +98,7 @@ class AsyncClient(_surface.Surface[_surface.Awaiting, httpx.AsyncClient, AsyncSl
         AsyncSettings,
         AsyncDeliveryTargets,
         AsyncSchedules,
+        AsyncPresets,
         AsyncWorkOrders,
         AsyncRouting,
         AsyncFeedbackResource,

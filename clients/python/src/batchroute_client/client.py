@@ -33,6 +33,7 @@ __all__ = [
     "DeliveryTargets",
     "FeedbackResource",
     "Files",
+    "Presets",
     "Quotes",
     "Routing",
     "Schedules",
@@ -72,6 +73,10 @@ class Schedules(_surface.Schedules[_surface.Blocking]):
     __doc__ = _surface.Schedules.__doc__
 
 
+class Presets(_surface.Presets[_surface.Blocking]):
+    __doc__ = _surface.Presets.__doc__
+
+
 class WorkOrders(_surface.WorkOrders[_surface.Blocking]):
     __doc__ = _surface.WorkOrders.__doc__
 
@@ -102,6 +107,7 @@ class Client(_surface.Surface[_surface.Blocking, httpx.Client, Callable[[float],
         Settings,
         DeliveryTargets,
         Schedules,
+        Presets,
         WorkOrders,
         Routing,
         FeedbackResource,

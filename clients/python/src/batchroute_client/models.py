@@ -953,16 +953,14 @@ class LaneBenchmark(Model):
 
 
 @dataclass(frozen=True)
-class RegressionRun(Model):
-    """A golden-set regression run of a schedule's version, a score per lane (`lanes`),
-    `charged` to the wallet at direct prices."""
+class GoldenSetRun(Model):
+    """A golden-set regression run, a score per lane (`lanes`), `charged` to the wallet at
+    direct prices (a schedule's `RegressionRun`, a preset's `PresetRegressionRun`)."""
 
-    SCHEMA: ClassVar[str] = "RegressionRun"
     NESTED: ClassVar[Mapping[str, Build]] = {
         "lanes": each(LaneBenchmark.from_dict),
         "charged": Money.from_dict,
     }
-    schedule_id: str
     regression_id: str
     version: int
     trigger: str
@@ -975,12 +973,98 @@ class RegressionRun(Model):
 
 
 @dataclass(frozen=True)
+class RegressionRun(GoldenSetRun):
+    """A schedule version's golden-set run."""
+
+    SCHEMA: ClassVar[str] = "RegressionRun"
+    schedule_id: str
+
+
+@dataclass(frozen=True)
 class RegressionRunList(Rows[RegressionRun]):
     """A version's golden-set regression runs (`data`, iterable), newest first."""
 
     SCHEMA: ClassVar[str] = "RegressionRunList"
     NESTED: ClassVar[Mapping[str, Build]] = {"data": each(RegressionRun.from_dict)}
     data: list[RegressionRun]
+
+
+# -- presets (docs/presets.md) ----------------------------------------------------------------
+@dataclass(frozen=True)
+class PresetParameters(Model):
+    SCHEMA: ClassVar[str] = "PresetParametersOut"
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    response_format: dict[str, Any] | None = None
+    required_tools: list[str] | None = None
+    stop: str | list[str] | None = None
+
+
+@dataclass(frozen=True)
+class PresetRouting(Model):
+    SCHEMA: ClassVar[str] = "PresetRoutingOut"
+    routing_mode: str | None = None
+    privacy_tier: str | None = None
+    region: str | None = None
+    max_price: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PresetTemplate(Model):
+    """A preset's template as one version holds it: the model (or workflow product) and
+    operation, the system prompt, parameters, routing, metadata and golden set; `ref` is
+    `name@version`, what an item's `preset` may name."""
+
+    NESTED: ClassVar[Mapping[str, Build]] = {
+        "parameters": PresetParameters.from_dict,
+        "routing": PresetRouting.from_dict,
+    }
+    name: str
+    version: int
+    ref: str
+    description: str | None
+    model: str | None
+    workflow_product: str | None
+    operation: str | None
+    system_prompt: str | None
+    parameters: PresetParameters
+    routing: PresetRouting
+    metadata: dict[str, Any] | None
+    golden_set: dict[str, Any] | None
+    created_by: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Preset(PresetTemplate):
+    """A preset at its latest version (`archived_at` once deleted)."""
+
+    SCHEMA: ClassVar[str] = "PresetOut"
+    latest_version: int
+    archived_at: str | None
+    updated_at: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+
+@dataclass(frozen=True)
+class PresetVersion(PresetTemplate):
+    SCHEMA: ClassVar[str] = "PresetVersionOut"
+
+
+@dataclass(frozen=True)
+class PresetRegressionRun(GoldenSetRun):
+    """A preset version's golden-set run."""
+
+    SCHEMA: ClassVar[str] = "PresetRegressionRun"
+    preset: str
+
+
+@dataclass(frozen=True)
+class PresetRegressionRunList(Rows[PresetRegressionRun]):
+    SCHEMA: ClassVar[str] = "PresetRegressionRunList"
+    NESTED: ClassVar[Mapping[str, Build]] = {"data": each(PresetRegressionRun.from_dict)}
+    data: list[PresetRegressionRun]
 
 
 # -- work orders (docs/work-orders.md) --------------------------------------------------------
@@ -1499,6 +1583,12 @@ ALL_MODELS: tuple[type, ...] = (
     LaneBenchmark,
     RegressionRun,
     RegressionRunList,
+    PresetParameters,
+    PresetRouting,
+    Preset,
+    PresetVersion,
+    PresetRegressionRun,
+    PresetRegressionRunList,
     WorkOrderMembersCount,
     WorkOrderItems,
     WorkOrderCost,
