@@ -914,6 +914,7 @@ class ScheduleRun(Model):
     error: RunError | None
     trigger: str
     created_at: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
 
 
 @dataclass(frozen=True)

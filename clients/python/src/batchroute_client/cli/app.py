@@ -101,7 +101,8 @@ def _globals(ctx: typer.Context) -> Globals:
     return ctx.obj if isinstance(ctx.obj, Globals) else Globals()
 
 
-def _client(ctx: typer.Context) -> Client:
+def client_of(ctx: typer.Context) -> Client:
+    """The client of this run's settings (the key and base URL it requires)."""
     api_key, base_url = rt.CURRENT.settings(_globals(ctx).base_url).require()
     return rt.CURRENT.client(api_key, base_url)
 
@@ -114,7 +115,7 @@ def _show(*renderables: Any) -> None:
     render.out(rt.CURRENT.columns()).print(Group(*renderables))
 
 
-def _answer(ctx: typer.Context, json_flag: bool, document: Any, *renderables: Any) -> None:
+def answer(ctx: typer.Context, json_flag: bool, document: Any, *renderables: Any) -> None:
     """`document` as JSON with --json, else the renderables."""
     if _json(ctx, json_flag):
         render.emit_json(document)
@@ -227,7 +228,7 @@ def quote(
     """Price FILE without running it: the total, the lanes chosen and those rejected, and why."""
     json_mode = _json(ctx, json_mode)
     bars = rt.CURRENT.show_bars(json_mode)
-    with _client(ctx) as client, tempfile.NamedTemporaryFile(suffix=".jsonl") as work:
+    with client_of(ctx) as client, tempfile.NamedTemporaryFile(suffix=".jsonl") as work:
         got, converted, file_id = _quote_file(
             client, file, upload, _routing(routing_mode, privacy_tier, tool), bars, work
         )
@@ -284,7 +285,7 @@ def submit(
     err = render.err()
     key = idempotency_key or f"br-cli-{uuid.uuid4().hex}"
     with ExitStack() as stack:
-        client = stack.enter_context(_client(ctx))
+        client = stack.enter_context(client_of(ctx))
         work = stack.enter_context(tempfile.NamedTemporaryFile(suffix=".jsonl"))
         got, converted, file_id = _quote_file(
             client, file, upload, _routing(routing_mode, privacy_tier, tool), bars, work
@@ -395,9 +396,9 @@ BatchArg = Annotated[str, typer.Argument(help="The batch id (batch_...).")]
 @app.command()
 def status(ctx: typer.Context, batch_id: BatchArg, json_mode: JsonOpt = False) -> None:
     """A batch's state and item counts."""
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         batch = client.batches.get(batch_id)
-    _answer(ctx, json_mode, {"batch": batch.raw}, render.batch_view(batch))
+    answer(ctx, json_mode, {"batch": batch.raw}, render.batch_view(batch))
 
 
 @app.command("list")
@@ -413,12 +414,12 @@ def list_batches(
     json_mode: JsonOpt = False,
 ) -> None:
     """Batches, newest first (JSON Lines with --json)."""
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         rows = client.batches.list(state=state, page_size=min(limit, 100) or 100)
-        _listing(ctx, json_mode, rows, limit, render.batches_table)
+        listing(ctx, json_mode, rows, limit, render.batches_table)
 
 
-def _listing(ctx: typer.Context, json_flag: bool, rows: Iterator[Any], limit: int, table: Any) -> None:
+def listing(ctx: typer.Context, json_flag: bool, rows: Iterator[Any], limit: int, table: Any) -> None:
     """At most `limit` rows (0: all), fetched page by page: JSON Lines with --json, else a table."""
     taken = itertools.islice(rows, limit or None)
     if _json(ctx, json_flag):
@@ -439,9 +440,9 @@ def items(
     json_mode: JsonOpt = False,
 ) -> None:
     """A batch's items with their status, provider and output preview or error."""
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         rows = client.batches.items(batch_id, status=status, page_size=min(limit, 500) or 500)
-        _listing(ctx, json_mode, rows, limit, render.items_table)
+        listing(ctx, json_mode, rows, limit, render.items_table)
 
 
 @app.command()
@@ -462,7 +463,7 @@ def results(
     json_mode = _json(ctx, json_mode)
     if artifact and out is None:
         raise typer.BadParameter("--artifact needs --out", param_hint="--artifact")
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         if out is None:
             for row in client.batches.results(batch_id, body_format=body_format, page_size=1000):
                 render.emit_jsonl(render.as_dict(row))
@@ -490,9 +491,9 @@ def _count_lines(path: Path) -> int:
 @app.command()
 def receipt(ctx: typer.Context, batch_id: BatchArg, json_mode: JsonOpt = False) -> None:
     """The billing receipt: the price settled, the lanes chosen and the lanes rejected, with reasons."""
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         got = client.batches.receipt(batch_id)
-    _answer(ctx, json_mode, got.raw, *render.receipt_view(got))
+    answer(ctx, json_mode, got.raw, *render.receipt_view(got))
 
 
 @app.command()
@@ -503,15 +504,15 @@ def cancel(
     json_mode: JsonOpt = False,
 ) -> None:
     """Cancel a batch that has not ended."""
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         batch = client.batches.cancel(batch_id, reason=reason)
-    _answer(ctx, json_mode, {"batch": batch.raw}, render.batch_view(batch))
+    answer(ctx, json_mode, {"batch": batch.raw}, render.batch_view(batch))
 
 
 @app.command()
 def retry(ctx: typer.Context, batch_id: BatchArg, json_mode: JsonOpt = False) -> None:
     """A new batch of the failed and canceled items of an ended batch (beta)."""
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         got = client.batches.retry(batch_id)
         # A repeated retry (a second run, or the client's own repeat of a lost answer) is answered
         # with the first answer, its batch as it was then, and nothing tells a replay apart
@@ -533,9 +534,9 @@ def retry(ctx: typer.Context, batch_id: BatchArg, json_mode: JsonOpt = False) ->
 @app.command()
 def usage(ctx: typer.Context, json_mode: JsonOpt = False) -> None:
     """The wallet (balance, reserved, available) and the spend of this period and the last."""
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         got = client.usage()
-    _answer(ctx, json_mode, got.raw, *render.usage_view(got))
+    answer(ctx, json_mode, got.raw, *render.usage_view(got))
 
 
 @app.command()
@@ -556,7 +557,7 @@ def chat(
     ]
     options = {"max_tokens": max_tokens} if max_tokens else {}
     json_mode = _json(ctx, json_mode)
-    with _client(ctx) as client:
+    with client_of(ctx) as client:
         if json_mode or not stream:
             answer = client.chat.create(model, messages, **options)
             if json_mode:

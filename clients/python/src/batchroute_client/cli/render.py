@@ -18,7 +18,7 @@ from rich.text import Text
 
 from batchroute_client.cli.inputs import item_index
 from batchroute_client.errors import APIError, UnexpectedResponse
-from batchroute_client.models import Batch, BillingReceipt, Item, Money, Quote, Usage
+from batchroute_client.models import Batch, BillingReceipt, Item, Money, Quote, Schedule, ScheduleRun, Usage
 from batchroute_client.money import money_text
 
 STATE_STYLES = {"completed": "green", "failed": "red", "expired": "red", "canceled": "yellow"}
@@ -336,6 +336,42 @@ def batches_table(batches: Iterable[Batch]) -> Grid:
             [batch.id, state(batch.state), f"{c.done}/{c.total}", str(c.failed), batch.created_at or "-"]
         )
     return Grid(columns, rows, title="Batches")
+
+
+def schedule_view(schedule: Schedule) -> Grid:
+    excluded = [f"{lane.lane_id} (score {lane.score})" for lane in schedule.excluded_lanes]
+    source = schedule.input_source
+    return fields_table(
+        [
+            ("schedule", schedule.id),
+            ("name", schedule.name),
+            ("state", state(schedule.state)),
+            ("expression", f"{schedule.expression} ({schedule.time_zone})"),
+            ("next fire", schedule.next_fire_at or "-"),
+            ("last fire", schedule.last_fire_at or "-"),
+            ("input", source.get("file_id") or f"{source.get('target_id')}/{source.get('prefix')}"),
+            ("version", str(schedule.version)),
+            *([("excluded", ", ".join(excluded))] if excluded else []),
+        ]
+    )
+
+
+def schedules_table(schedules: Iterable[Schedule]) -> Grid:
+    columns = [Col("id"), Col("name"), Col("state"), Col("expression", drop=2), Col("next fire", drop=1)]
+    rows: list[list[Cell]] = [
+        [s.id, s.name, state(s.state), f"{s.expression} ({s.time_zone})", s.next_fire_at or "-"]
+        for s in schedules
+    ]
+    return Grid(columns, rows, title="Schedules")
+
+
+def runs_table(runs: Iterable[ScheduleRun]) -> Grid:
+    columns = [Col("fire time"), Col("state"), Col("batch / error", flex=True), Col("trigger", drop=1)]
+    rows: list[list[Cell]] = []
+    for run in runs:
+        outcome = run.batch_id or (f"{run.error.code}: {run.error.message}" if run.error else "-")
+        rows.append([run.fire_at, state(run.state), outcome, run.trigger])
+    return Grid(columns, rows, title="Runs")
 
 
 def items_table(items: Iterable[Item]) -> Grid:
