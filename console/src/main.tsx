@@ -15,6 +15,8 @@ const Batches = lazy(() => import("./pages/Batches").then((m) => ({ default: m.B
 const Billing = lazy(() => import("./pages/Billing").then((m) => ({ default: m.Billing })));
 const Keys = lazy(() => import("./pages/Keys").then((m) => ({ default: m.Keys })));
 const Quotes = lazy(() => import("./pages/Quotes").then((m) => ({ default: m.Quotes })));
+const Schedules = lazy(() => import("./pages/Schedules").then((m) => ({ default: m.Schedules })));
+const ScheduleRuns = lazy(() => import("./pages/Schedules").then((m) => ({ default: m.ScheduleRuns })));
 const Settings = lazy(() => import("./pages/Settings").then((m) => ({ default: m.Settings })));
 const Usage = lazy(() => import("./pages/Usage").then((m) => ({ default: m.Usage })));
 
@@ -59,6 +61,8 @@ createRoot(document.getElementById("root")!).render(
             <Route path="batches" element={<Batches />} />
             <Route path="batches/:batchId" element={<Batch />} />
             <Route path="quotes" element={<Quotes />} />
+            <Route path="schedules" element={<Schedules />} />
+            <Route path="schedules/:scheduleId" element={<ScheduleRuns />} />
             <Route path="usage" element={<Usage />} />
             <Route path="billing" element={<Billing />} />
             <Route path="keys" element={<Keys />} />

@@ -145,6 +145,8 @@ def test_an_ended_session_leads_to_sign_in_and_back_to_the_page(
         assert page.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
         page.goto("/console/billing")
         expect(page.get_by_role("heading", name="Billing", level=1)).to_be_visible()
+        # (every section read: one still reading when the session ends would sign out first)
+        expect(page.locator("[aria-busy='true']")).to_have_count(0)
 
         # When the session ends elsewhere and the person moves on to the batches
         assert page.request.delete("/v1/sessions/current").ok

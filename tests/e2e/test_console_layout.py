@@ -213,6 +213,7 @@ SIGNED_IN = {
     "overview": "/console/",
     "batches": "/console/batches",
     "new-batch": "/console/quotes",
+    "schedules": "/console/schedules",
     "usage": "/console/usage",
     "billing": "/console/billing",
     "keys": "/console/keys",
@@ -269,6 +270,7 @@ def test_the_batch_page_shows_the_whole_batch_id(
 EMPTY_STATES: dict[str, tuple[str, list[str]]] = {
     "overview": ("/console/", ["No batches yet.", "No alerts yet."]),
     "batches": ("/console/batches", ["No batches yet."]),
+    "schedules": ("/console/schedules", ["No schedules yet."]),
     "usage": ("/console/usage", ["No usage yet this period."]),
     "billing": ("/console/billing", ["No top-ups yet.", "No changes yet."]),
     "keys": ("/console/keys", ["No API keys yet."]),

@@ -9,6 +9,7 @@ const PAGES = [
   ["/", "Overview"],
   ["/batches", "Batches"],
   ["/quotes", "New batch"],
+  ["/schedules", "Schedules"],
   ["/usage", "Usage"],
   ["/billing", "Billing"],
   ["/keys", "API keys"],
