@@ -45,6 +45,7 @@ from batchroute.domain.delivery.targets import (
     probe_object_key,
 )
 from batchroute.errors import InvalidRequest
+from batchroute.observability import metrics
 from batchroute.services.batches.launch import LaunchReport
 from batchroute.services.billing.auto_topup import TopupSweep
 from batchroute.services.delivery.targets import DeliveryTargets
@@ -557,6 +558,29 @@ def test_a_sweep_step_that_raises_does_not_stop_the_later_steps() -> None:
     assert calls == ["webhooks", "webhooks", "buckets"]
     assert outcome["failed_steps"] == ["webhooks", "billing_webhooks"]
     assert outcome["bucket_deliveries"] == {"queued": ["batch_1"]} and "webhooks" not in outcome
+
+
+def test_every_sweep_step_counts_what_it_did_in_its_metric_and_a_failed_one_in_the_alarms() -> None:
+    # Given a sweep with bucket deliveries due and billing webhook retries that raise
+    class Broken:
+        def retry_due(self) -> Report:
+            raise KeyError("attempts")
+
+    sweeper = _sweeper(NoSweepWork(), DueBuckets([]), billing_webhooks=Broken())
+    metrics.clear_metrics()
+    try:
+        # When the sweep runs
+        sweeper.sweep()
+        counted = {name: entry["Value"] for name, entry in metrics.metric_set.items()}
+    finally:
+        metrics.clear_metrics()
+    # Then each step that ran recorded its count, nothing for the one that raised but the alarm
+    assert counted["BucketDeliveryRetries"] == [1.0] and counted["WebhookRetries"] == [0.0]
+    assert counted["SweepStepFailed"] == [1.0] and "BillingWebhookRetries" not in counted
+    every = {"LaneHeartbeats", "WorkflowsStartedLate", "BatchesExpired", "StaleChatHoldsSettled"}
+    every |= {"AbandonedRegressionHoldsReleased", "BatchesReclaimed", "SchedulesFired"}
+    every |= {"ScheduleHistoriesPurged", "FileChecksResent", "AutoTopupsCharged"}
+    assert every <= set(counted)
 
 
 # -- the pinned transport of customer endpoints --------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, NotRequired, Protocol, TypedDict
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -320,7 +320,7 @@ class Sweeper:
     # None where there is no settle queue to send it to
     stranded_holds: DueResends | None = None
 
-    def _chat_holds(self) -> SweepOutcome:
+    def _chat_holds(self) -> Swept:
         """Chat holds whose request died (docs/chat.md), then the watch of each org charged."""
         holds = resolve_stale_chat_holds(
             self.ledger,
@@ -330,131 +330,133 @@ class Sweeper:
             controls=self.controls,
             stale_seconds=self.stale_hold_seconds,
         )
-        metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
         now = self.clock.now()
         for org_id in sorted(holds.charged_orgs):
             self.watch.moved(org_id, at=now)
-        return {"chat_holds_settled": holds.settled}
+        return len(holds.settled), {"chat_holds_settled": holds.settled}
 
-    def _regression_holds(self) -> SweepOutcome:
+    def _regression_holds(self) -> Swept:
         """Regression holds whose run died (docs/schedules.md)."""
         released = release_abandoned_regression_holds(self.regression_holds, self.clock)
-        metrics.add_metric(
-            name="AbandonedRegressionHoldsReleased", unit=MetricUnit.Count, value=len(released.settled)
-        )
-        return {"regression_holds_released": released.settled}
+        return len(released.settled), {"regression_holds_released": released.settled}
 
     def sweep(self) -> SweepOutcome:
-        """Runs every step on its own: a step that raises (a record it cannot handle, a store
-        that failed) is logged with its name and counted (`SweepStepFailed`, an alarm), and
-        the later steps still run, so one bad record never stops retention, schedules or auto
-        top-up for every org. The next minute's sweep tries the step again."""
+        """Runs every step on its own, each counted in its metric: a step that raises (a
+        record it cannot handle, a store that failed) is logged with its name and counted
+        (`SweepStepFailed`, an alarm), and the later steps still run, so one bad record never
+        stops retention, schedules or auto top-up for every org. The next minute's sweep
+        tries the step again."""
         outcome: SweepOutcome = {}
         failed: list[str] = []
-        for name, step in self._steps():
+        for step in self._steps():
             try:
-                outcome.update(step())
+                count, part = step.run()
             except Exception:
-                logger.exception("sweep step failed", extra={"step": name})
+                logger.exception("sweep step failed", extra={"step": step.name})
                 metrics.add_metric(name="SweepStepFailed", unit=MetricUnit.Count, value=1)
-                failed.append(name)
+                failed.append(step.name)
+                continue
+            metrics.add_metric(name=step.metric, unit=MetricUnit.Count, value=count)
+            outcome.update(part)
         if failed:
             outcome["failed_steps"] = failed
         return outcome
 
-    def _steps(self) -> list[tuple[str, Callable[[], SweepOutcome]]]:
-        """The sweep's steps in order (the stranded holds' where there is a settle queue)."""
-        steps: list[tuple[str, Callable[[], SweepOutcome]]] = [
-            ("heartbeats", self._heartbeats),
-            ("workflow_starts", self._late_starts),
-            ("expiry", self._expire),
-            ("chat_holds", self._chat_holds),
-            ("webhooks", self._webhooks),
-            ("regression_holds", self._regression_holds),
-            ("billing_webhooks", partial(_billing_webhooks, self.billing_webhooks)),
-            ("bucket_deliveries", partial(_bucket_deliveries, self.bucket_deliveries)),
-            ("retention", partial(_retention, self.retention)),
-            ("schedules", partial(_schedules, self.schedules)),
-            ("schedule_purges", partial(_schedule_purges, self.schedules)),
-            ("file_checks", partial(_file_checks, self.file_checks)),
+    def _steps(self) -> list[SweepStep]:
+        """The sweep's steps in order, each with the metric that counts what it did (the
+        stranded holds' where there is a settle queue)."""
+        steps = [
+            SweepStep("heartbeats", "LaneHeartbeats", self._heartbeats),
+            SweepStep("workflow_starts", "WorkflowsStartedLate", self._late_starts),
+            SweepStep("expiry", "BatchesExpired", self._expire),
+            SweepStep("chat_holds", "StaleChatHoldsSettled", self._chat_holds),
+            SweepStep("webhooks", "WebhookRetries", partial(_webhooks, "webhooks", self.webhooks)),
+            SweepStep("regression_holds", "AbandonedRegressionHoldsReleased", self._regression_holds),
+            SweepStep(
+                "billing_webhooks",
+                "BillingWebhookRetries",
+                partial(_webhooks, "billing_webhooks", self.billing_webhooks),
+            ),
+            SweepStep(
+                "bucket_deliveries",
+                "BucketDeliveryRetries",
+                partial(_bucket_deliveries, self.bucket_deliveries),
+            ),
+            SweepStep("retention", "BatchesReclaimed", partial(_retention, self.retention)),
+            SweepStep("schedules", "SchedulesFired", partial(_schedules, self.schedules)),
+            SweepStep(
+                "schedule_purges", "ScheduleHistoriesPurged", partial(_schedule_purges, self.schedules)
+            ),
+            SweepStep(
+                "file_checks", "FileChecksResent", partial(_resent, "file_checks_resent", self.file_checks)
+            ),
         ]
         if self.stranded_holds is not None:
-            steps.append(("stranded_holds", partial(_stranded_holds, self.stranded_holds)))
-        steps.append(("auto_topups", partial(_auto_topups, self.topups)))
+            resent = partial(_resent, "stranded_batches_resent", self.stranded_holds)
+            steps.append(SweepStep("stranded_holds", "StrandedBatchHoldsResent", resent))
+        steps.append(SweepStep("auto_topups", "AutoTopupsCharged", partial(_auto_topups, self.topups)))
         return steps
 
-    def _heartbeats(self) -> SweepOutcome:
-        lanes = self.refresh_heartbeats()
-        metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
-        return {}
+    def _heartbeats(self) -> Swept:
+        return len(self.refresh_heartbeats().refreshed), {}
 
-    def _late_starts(self) -> SweepOutcome:
+    def _late_starts(self) -> Swept:
         launched = self.workflows.launch_unstarted(self.clock.now())
-        metrics.add_metric(name="WorkflowsStartedLate", unit=MetricUnit.Count, value=len(launched.started))
-        return {"workflows_started": launched.started}
+        return len(launched.started), {"workflows_started": launched.started}
 
-    def _expire(self) -> SweepOutcome:
+    def _expire(self) -> Swept:
         report = expire_overdue_batches(self.batches, self.clock, retention_grace=self.retention_grace)
-        metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
         logger.info("expiry swept", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
-        return {"expired": report.expired, "skipped": report.skipped}
-
-    def _webhooks(self) -> SweepOutcome:
-        retried = self.webhooks.retry_due()
-        metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        return {"webhooks": retried.as_dict()}
+        return len(report.expired), {"expired": report.expired, "skipped": report.skipped}
 
 
-def _billing_webhooks(due: DueWebhooks) -> SweepOutcome:
-    billing = due.retry_due()
-    metrics.add_metric(name="BillingWebhookRetries", unit=MetricUnit.Count, value=len(billing.attempted))
-    return {"billing_webhooks": billing.as_dict()}
+# What one sweep step did: the count its metric records, and its part of the sweep's answer.
+Swept = tuple[int, SweepOutcome]
 
 
-def _bucket_deliveries(due: DueBucketDeliveries) -> SweepOutcome:
+@dataclass(frozen=True)
+class SweepStep:
+    name: str  # in the log and `failed_steps` when it raises
+    metric: str  # counts what it did (`Swept`'s count), every sweep
+    run: Callable[[], Swept]
+
+
+def _webhooks(part: Literal["webhooks", "billing_webhooks"], due: DueWebhooks) -> Swept:
+    retried = due.retry_due()
+    return len(retried.attempted), cast(SweepOutcome, {part: retried.as_dict()})
+
+
+def _bucket_deliveries(due: DueBucketDeliveries) -> Swept:
     buckets = due.enqueue_due()
-    metrics.add_metric(name="BucketDeliveryRetries", unit=MetricUnit.Count, value=len(buckets.queued))
-    return {"bucket_deliveries": buckets.as_dict()}
+    return len(buckets.queued), {"bucket_deliveries": buckets.as_dict()}
 
 
-def _retention(gc: RetentionGC) -> SweepOutcome:
+def _retention(gc: RetentionGC) -> Swept:
     reclaimed = gc.collect()
-    metrics.add_metric(name="BatchesReclaimed", unit=MetricUnit.Count, value=len(reclaimed.reclaimed))
-    return {"retention": reclaimed.as_dict()}
+    return len(reclaimed.reclaimed), {"retention": reclaimed.as_dict()}
 
 
-def _schedules(due: DueSchedules) -> SweepOutcome:
+def _schedules(due: DueSchedules) -> Swept:
     fired = due.fire_due()
-    metrics.add_metric(name="SchedulesFired", unit=MetricUnit.Count, value=len(fired["created"]))
-    return {"schedules": fired}
+    return len(fired["created"]), {"schedules": fired}
 
 
-def _schedule_purges(due: DueSchedules) -> SweepOutcome:
+def _schedule_purges(due: DueSchedules) -> Swept:
     purged = due.purge_deleted()
-    metrics.add_metric(name="ScheduleHistoriesPurged", unit=MetricUnit.Count, value=len(purged))
-    return {"schedule_histories_purged": purged}
+    return len(purged), {"schedule_histories_purged": purged}
 
 
-def _file_checks(checks: DueResends) -> SweepOutcome:
-    resent = checks.resend_due()
-    metrics.add_metric(name="FileChecksResent", unit=MetricUnit.Count, value=len(resent))
-    return {"file_checks_resent": resent}
+def _resent(part: Literal["file_checks_resent", "stranded_batches_resent"], due: DueResends) -> Swept:
+    resent = due.resend_due()
+    return len(resent), cast(SweepOutcome, {part: resent})
 
 
-def _stranded_holds(stranded: DueResends) -> SweepOutcome:
-    resent = stranded.resend_due()
-    metrics.add_metric(name="StrandedBatchHoldsResent", unit=MetricUnit.Count, value=len(resent))
-    return {"stranded_batches_resent": resent}
-
-
-def _auto_topups(topups: PendingTopups) -> SweepOutcome:
+def _auto_topups(topups: PendingTopups) -> Swept:
     report = topups.sweep()
-    metrics.add_metric(name="AutoTopupsCharged", unit=MetricUnit.Count, value=len(report.charged))
-    return {
-        "auto_topups": {
-            "charged": report.charged,
-            "recovered": report.recovered,
-            "left_pending": report.left_pending,
-            "withdrawn": report.withdrawn,
-        }
+    charged = {
+        "charged": report.charged,
+        "recovered": report.recovered,
+        "left_pending": report.left_pending,
+        "withdrawn": report.withdrawn,
     }
+    return len(report.charged), {"auto_topups": charged}
