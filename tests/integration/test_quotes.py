@@ -93,6 +93,34 @@ def test_mixed_models_are_routed_per_model(client: TestClient, org: TestOrg) -> 
     assert models == {LLAMA, "gpt-4o-mini"}
 
 
+def test_a_stop_of_whitespace_alone_routes_to_the_lanes_that_take_one(
+    client: TestClient, org: TestOrg
+) -> None:
+    def quoted(model: str) -> Any:
+        item = {**_item(0, model), "input": {"messages": [{"role": "user", "content": "hi"}], "stop": "\n"}}
+        return client.post("/v1/quotes/model", json={"items": [item]}, headers=org.key_headers())
+
+    # A stop of "\n" (as OpenAI's SDK users send it) routes to OpenAI's lane, and among an
+    # open-weight model's lanes to those that take it (Bedrock's Llama body carries no stop)
+    openai = quoted("gpt-4o-mini")
+    assert openai.status_code == 200, openai.text
+    assert [lane["lane_id"] for lane in openai.json()["quote_lanes"] if lane["selected"]] == [
+        "openai/gpt-4o-mini"
+    ]
+    llama = {lane["lane_id"]: lane for lane in quoted(LLAMA).json()["quote_lanes"]}
+    assert llama[f"bedrock/{LLAMA}"]["rejection"]["code"] == "capability_missing"
+    assert llama[f"bedrock/{LLAMA}"]["rejection"]["details"]["missing"] == ["whitespace_stop"]
+    assert any(lane["selected"] for lane in llama.values())
+    # A Claude model has no such lane (Anthropic refuses it): refused at preflight, saying why
+    claude = quoted("claude-sonnet-4")
+    assert claude.status_code == 400
+    (issue,) = claude.json()["error"]["details"]["preflight"]["errors"]
+    assert issue["code"] == "capability_not_supported" and "whitespace_stop" in issue["message"]
+    # And a direct chat completion with one is answered on OpenAI's lane
+    chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "stop": ["\n"]}
+    assert client.post("/v1/chat/completions", json=chat, headers=org.key_headers()).status_code == 200
+
+
 def test_preflight_collects_every_issue(client: TestClient, org: TestOrg) -> None:
     # Given an unknown model, a missing field and a duplicate id
     items = [

@@ -25,6 +25,8 @@ from batchroute.domain.routing.items import read_item
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=24).filter(
     str.strip
 )
+# A stop sequence: text, or whitespace alone (`"\n"`), which only lanes with whitespace_stop take.
+STOPS = TEXT | st.text(st.sampled_from(" \n\t\r"), min_size=1, max_size=3)
 NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,15}", fullmatch=True)
 IMAGE_URLS = st.sampled_from(
     [
@@ -255,7 +257,7 @@ def chat_inputs(draw: st.DrawFn, *, images: bool) -> dict[str, Any]:
     if draw(st.booleans()):
         body.update(draw(output_formats(responses_dialect)))
     if not hosted and draw(st.booleans()):  # the Responses API (hosted tools) has no stop
-        body["stop"] = draw(TEXT | st.lists(TEXT, min_size=1, max_size=4))
+        body["stop"] = draw(STOPS | st.lists(STOPS, min_size=1, max_size=4))
     if draw(st.booleans()):
         body["temperature"] = draw(st.floats(0, 2) | st.integers(0, 2))
     if draw(st.booleans()):

@@ -167,6 +167,14 @@ def test_an_empty_group_has_no_demand() -> None:
     assert (group.output_tokens_on(100), group.context_tokens_on(100), group.item_count) == (0, 0, 0)
 
 
+def test_a_stop_of_whitespace_alone_needs_lanes_that_take_one() -> None:
+    # A stop sequence of whitespace alone: OpenAI, Gemini, Bedrock and the hosts take it,
+    # Anthropic refuses it, so the item needs `whitespace_stop`; one with visible text does not
+    assert "whitespace_stop" in facts_of(item(0, input=chat_input(stop="\n"))).capabilities
+    assert "whitespace_stop" in facts_of(item(0, input=chat_input(stop=["END", " \t"]))).capabilities
+    assert "whitespace_stop" not in facts_of(item(0, input=chat_input(stop=[" END\n"]))).capabilities
+
+
 # -- what every lane's vendor can be sent (issue 26): refused here, never dropped later -------------
 def problems_of(input_: dict[str, Any], *, operation: str = "responses") -> list[tuple[str, str]]:
     facts, problems = read_item(item(0, operation=operation, input=input_))
@@ -183,6 +191,7 @@ WEATHER_CHAT = {"type": "function", "function": {"name": "get_weather", "paramet
     [
         chat_input(stop=["a", "b", "c", "d"], temperature=2, top_p=0.5),
         chat_input(stop="END"),
+        chat_input(stop=["\n", "\n\n"]),  # whitespace alone: on lanes with whitespace_stop (below)
         chat_input(tools=[WEATHER_FLAT], tool_choice={"type": "function", "name": "get_weather"}),
         chat_input(
             tools=[WEATHER_CHAT], tool_choice={"type": "function", "function": {"name": "get_weather"}}
@@ -297,8 +306,8 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
             chat_input(tools=[{"type": "web_search"}, {**WEATHER_FLAT, "name": "web_search"}]),
             ("invalid_field", "input.tools"),
         ),
-        # every vendor wants blank-free stops, the user first, and each tool call answered next
-        (chat_input(stop=["ok", "  "]), ("invalid_field", "input.stop")),
+        # no vendor takes an empty stop; every vendor wants the user first, each tool call answered next
+        (chat_input(stop=["ok", ""]), ("invalid_field", "input.stop")),
         ({"messages": [{"role": "assistant", "content": "Hi"}]}, ("invalid_field", "input.messages")),
         (
             {

@@ -46,6 +46,7 @@ HostedTools = list[HostedTool]
 # `parameters` or an output schema is a JSON Schema, that `tool_choice` names a declared
 # tool, that function names are unique, that hosted tools and `stop` do not go together.
 NotBlank = Annotated[str, Field(pattern=SOME_TEXT)]
+StopSequence = Annotated[str, Field(min_length=1)]
 FunctionName = Annotated[str, Field(pattern=FUNCTION_NAME_PATTERN)]
 CallId = Annotated[str, Field(pattern=CALL_ID_PATTERN)]
 Detail = Literal["auto", "low", "high"]
@@ -359,8 +360,13 @@ class ChatOptions(InertKeys):
     text: TextOptions | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    stop: NotBlank | Annotated[list[NotBlank], Field(min_length=1, max_length=MAX_STOP_SEQUENCES)] | None = (
-        None
+    stop: (
+        StopSequence
+        | Annotated[list[StopSequence], Field(min_length=1, max_length=MAX_STOP_SEQUENCES)]
+        | None
+    ) = Field(
+        default=None,
+        description='one of whitespace alone ("\\n") routes only to lanes offering whitespace_stop',
     )
     max_output_tokens: OutputTokens | None = None
     max_completion_tokens: OutputTokens | None = None

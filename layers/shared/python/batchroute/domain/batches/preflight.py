@@ -91,6 +91,8 @@ _CAPABILITY_NAMES: Final = {
     "(functions_with_hosted_tools: Gemini 2.x and 1.5 refuse the mix; send them apart or use another model)",
     "tools_with_json_output": "tools beside a JSON answer format (tools_with_json_output: Gemini 2.x and "
     "1.5 answer JSON or call tools, not both; drop one, or use another model)",
+    "whitespace_stop": "a stop sequence of whitespace alone (whitespace_stop: Anthropic's models refuse "
+    'one such as "\\n"; give each stop some visible text, or use another model)',
 }
 
 

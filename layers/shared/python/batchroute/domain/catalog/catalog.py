@@ -25,6 +25,7 @@ SlaTier = Literal["flex", "standard", "priority"]
 # embeddings request's `dimensions` (text-embedding-3 and later; Gemini's outputDimensionality).
 # `functions_with_hosted_tools`: function tools beside hosted tools in one request (not Gemini 2.x).
 # `tools_with_json_output`: tools beside a JSON answer format in one request (not Gemini 2.x).
+# `whitespace_stop`: a stop sequence of whitespace alone, `"\n"` (not Anthropic's models).
 RuntimeCapability = Literal[
     "tool_calling",
     "structured_outputs",
@@ -37,6 +38,7 @@ RuntimeCapability = Literal[
     "embedding_dimensions",
     "functions_with_hosted_tools",
     "tools_with_json_output",
+    "whitespace_stop",
 ]
 HostedTool = Literal["web_search", "python_execution", "calculator", "time", "file_search", "retrieval"]
 

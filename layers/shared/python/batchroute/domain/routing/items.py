@@ -13,7 +13,8 @@ runtime capabilities (`json_schema` for a structured-output schema or a `strict`
 parts in a `responses` item, `any_image_type` for an image whose URL tells no type or one
 Gemini does not take, `embedding_dimensions` for an embeddings item's `dimensions`,
 `functions_with_hosted_tools` for functions and hosted tools in one item,
-`tools_with_json_output` for tools declared beside a JSON answer format).
+`tools_with_json_output` for tools declared beside a JSON answer format, `whitespace_stop`
+for a stop sequence of whitespace alone).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
 the preflight prefixes it with `items[<index>]`.
 """
@@ -58,6 +59,10 @@ _JSON_FORMATS: Final = frozenset({"json_object", "json_schema"})
 # The runtime capability an embeddings item's `dimensions` needs: OpenAI takes it from
 # text-embedding-3 on (CreateEmbeddingRequest.dimensions), vLLM's hosts refuse it elsewhere.
 EMBEDDING_DIMENSIONS: Final = "embedding_dimensions"
+# A stop sequence of whitespace alone (`"\n"`, `"\n\n"`): OpenAI, Gemini, Bedrock and the
+# OpenAI-compatible hosts take it, Anthropic refuses it ("stop_sequences: each stop sequence
+# must contain non-whitespace"), so an item with one routes only to lanes that offer this.
+WHITESPACE_STOP: Final = "whitespace_stop"
 MAX_CUSTOMER_ITEM_ID = 256
 MAX_MODEL_ID = 256
 MAX_OUTPUT_REQUEST = 1_000_000
@@ -459,7 +464,7 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
             problems.append(_shape("invalid_field", f"input.{key}", f"{key} must be a string."))
     text_bytes += _read_tools(payload, found, problems)
     if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
-        _read_sampling(payload, problems)
+        _read_sampling(payload, found, problems)
         if found.tools and payload.get("stop") is not None:
             problems.append(
                 _unsupported(
@@ -576,7 +581,7 @@ def _check_extra_keys(payload: dict[str, object], known: frozenset[str], problem
         )
 
 
-def _read_sampling(payload: dict[str, object], problems: list[ItemProblem]) -> None:
+def _read_sampling(payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]) -> None:
     for key, high in (("temperature", 2), ("top_p", 1)):
         value = payload.get(key)
         if value is not None and not (
@@ -586,21 +591,23 @@ def _read_sampling(payload: dict[str, object], problems: list[ItemProblem]) -> N
                 _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
             )
     stop = payload.get("stop")
-    if stop is None or (isinstance(stop, str) and stop.strip()):
+    if stop is None:
         return
+    entries = [stop] if isinstance(stop, str) else stop
     if not (
-        isinstance(stop, list)
-        and 1 <= len(stop) <= MAX_STOP_SEQUENCES
-        and all(isinstance(entry, str) and entry.strip() for entry in stop)
+        isinstance(entries, list)
+        and 1 <= len(entries) <= MAX_STOP_SEQUENCES
+        and all(isinstance(entry, str) and entry for entry in entries)
     ):
         problems.append(
             _shape(
                 "invalid_field",
                 "input.stop",
-                f"stop must be a string or a list of 1-{MAX_STOP_SEQUENCES} strings, each with some "
-                "non-blank text.",
+                f"stop must be a string or a list of 1-{MAX_STOP_SEQUENCES} strings, none empty.",
             )
         )
+    elif any(not entry.strip() for entry in entries):
+        found.capabilities.add(WHITESPACE_STOP)
 
 
 def _is_number(value: object) -> bool:
