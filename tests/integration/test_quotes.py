@@ -121,6 +121,26 @@ def test_a_stop_of_whitespace_alone_routes_to_the_lanes_that_take_one(
     assert client.post("/v1/chat/completions", json=chat, headers=org.key_headers()).status_code == 200
 
 
+def test_a_seed_routes_to_the_lanes_that_take_one(client: TestClient, org: TestOrg) -> None:
+    def quoted(model: str, seed: int = 7) -> Any:
+        item = {**_item(0, model), "input": {"messages": [{"role": "user", "content": "hi"}], "seed": seed}}
+        return client.post("/v1/quotes/model", json={"items": [item]}, headers=org.key_headers())
+
+    # A seed routes to OpenAI's lane, and among Llama's lanes not to Bedrock's (it has none)
+    assert quoted("gpt-4o-mini").status_code == 200
+    llama = {lane["lane_id"]: lane for lane in quoted(LLAMA).json()["quote_lanes"]}
+    assert llama[f"bedrock/{LLAMA}"]["rejection"]["details"]["missing"] == ["seed"]
+    assert any(lane["selected"] for lane in llama.values())
+    # A Claude model has none: refused naming seed; one wider than 32 bits is refused for any
+    (issue,) = quoted("claude-sonnet-4").json()["error"]["details"]["preflight"]["errors"]
+    assert issue["code"] == "capability_not_supported" and "seed" in issue["message"]
+    (wide,) = quoted("gpt-4o-mini", 2**31).json()["error"]["details"]["preflight"]["errors"]
+    assert (wide["code"], wide["path"]) == ("invalid_field", "items[0].input.seed")
+    # And the OpenAI SDK's chat completion with a seed is answered
+    chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "seed": 42}
+    assert client.post("/v1/chat/completions", json=chat, headers=org.key_headers()).status_code == 200
+
+
 def test_preflight_collects_every_issue(client: TestClient, org: TestOrg) -> None:
     # Given an unknown model, a missing field and a duplicate id
     items = [

@@ -258,6 +258,8 @@ def chat_inputs(draw: st.DrawFn, *, images: bool) -> dict[str, Any]:
         body.update(draw(output_formats(responses_dialect)))
     if not hosted and draw(st.booleans()):  # the Responses API (hosted tools) has no stop
         body["stop"] = draw(STOPS | st.lists(STOPS, min_size=1, max_size=4))
+    if not hosted and draw(st.booleans()):  # nor a seed; a seed is Gemini's int32 at most
+        body["seed"] = draw(st.integers(-(2**31), 2**31 - 1))
     if draw(st.booleans()):
         body["temperature"] = draw(st.floats(0, 2) | st.integers(0, 2))
     if draw(st.booleans()):

@@ -175,6 +175,12 @@ def test_a_stop_of_whitespace_alone_needs_lanes_that_take_one() -> None:
     assert "whitespace_stop" not in facts_of(item(0, input=chat_input(stop=[" END\n"]))).capabilities
 
 
+def test_a_seed_needs_lanes_that_take_one() -> None:
+    # OpenAI, Gemini and the hosts take a seed, Anthropic and Bedrock have none
+    assert "seed" in facts_of(item(0, input=chat_input(seed=0))).capabilities
+    assert "seed" not in facts_of(item(0, input=chat_input(temperature=0))).capabilities
+
+
 # -- what every lane's vendor can be sent (issue 26): refused here, never dropped later -------------
 def problems_of(input_: dict[str, Any], *, operation: str = "responses") -> list[tuple[str, str]]:
     facts, problems = read_item(item(0, operation=operation, input=input_))
@@ -192,6 +198,8 @@ WEATHER_CHAT = {"type": "function", "function": {"name": "get_weather", "paramet
         chat_input(stop=["a", "b", "c", "d"], temperature=2, top_p=0.5),
         chat_input(stop="END"),
         chat_input(stop=["\n", "\n\n"]),  # whitespace alone: on lanes with whitespace_stop (below)
+        chat_input(seed=7),  # on lanes with seed (below)
+        chat_input(seed=-(2**31)),
         chat_input(tools=[WEATHER_FLAT], tool_choice={"type": "function", "name": "get_weather"}),
         chat_input(
             tools=[WEATHER_CHAT], tool_choice={"type": "function", "function": {"name": "get_weather"}}
@@ -266,8 +274,11 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
         (chat_input(logprobs=True), ("unsupported_parameter", "input.logprobs")),
         (chat_input(logprobs=0), ("unsupported_parameter", "input.logprobs")),
         (chat_input(n=2), ("unsupported_parameter", "input.n")),
-        # neither Anthropic, Bedrock nor OpenAI's Responses API takes a seed or a message name
-        (chat_input(seed=7), ("unsupported_parameter", "input.seed")),
+        # a seed wider than Gemini's 32 bits, or beside hosted tools (the Responses API has none)
+        (chat_input(seed=2**31), ("invalid_field", "input.seed")),
+        (chat_input(seed=True), ("invalid_field", "input.seed")),
+        (chat_input(seed=7, tools=[{"type": "web_search"}]), ("unsupported_parameter", "input.seed")),
+        # neither Anthropic, Bedrock nor OpenAI's Responses API takes a message name
         (
             {"messages": [{"role": "user", "content": "x", "name": "ann"}]},
             ("unsupported_parameter", "input.messages[0].name"),

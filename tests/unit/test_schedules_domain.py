@@ -253,6 +253,15 @@ def test_golden_set_parses_and_names_bad_fields() -> None:
             },
             "golden_set.items[0].input.seed",
         ),
+        (  # nor a stop that only some lanes take (it runs on every lane of its model)
+            {
+                **good,
+                "items": [
+                    {"input": {"messages": [{"role": "user", "content": "a"}], "stop": "\n"}, "expected": "b"}
+                ],
+            },
+            "golden_set.items[0].input.stop",
+        ),
         ({**good, "threshold": 2}, "golden_set.threshold"),
         ({**good, "extra": 1}, "golden_set.extra"),
     ]

@@ -368,6 +368,9 @@ class ChatOptions(InertKeys):
         default=None,
         description='one of whitespace alone ("\\n") routes only to lanes offering whitespace_stop',
     )
+    seed: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] | None = Field(
+        default=None, description="routes only to lanes offering seed (not Claude's, nor Bedrock's)"
+    )
     max_output_tokens: OutputTokens | None = None
     max_completion_tokens: OutputTokens | None = None
     max_tokens: OutputTokens | None = None

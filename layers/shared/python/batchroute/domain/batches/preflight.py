@@ -93,6 +93,7 @@ _CAPABILITY_NAMES: Final = {
     "1.5 answer JSON or call tools, not both; drop one, or use another model)",
     "whitespace_stop": "a stop sequence of whitespace alone (whitespace_stop: Anthropic's models refuse "
     'one such as "\\n"; give each stop some visible text, or use another model)',
+    "seed": "a seed (seed: Anthropic's models take none; leave it out, or use another model)",
 }
 
 

@@ -26,6 +26,7 @@ SlaTier = Literal["flex", "standard", "priority"]
 # `functions_with_hosted_tools`: function tools beside hosted tools in one request (not Gemini 2.x).
 # `tools_with_json_output`: tools beside a JSON answer format in one request (not Gemini 2.x).
 # `whitespace_stop`: a stop sequence of whitespace alone, `"\n"` (not Anthropic's models).
+# `seed`: a sampling seed (not Anthropic's models, nor Bedrock's lanes).
 RuntimeCapability = Literal[
     "tool_calling",
     "structured_outputs",
@@ -39,6 +40,7 @@ RuntimeCapability = Literal[
     "functions_with_hosted_tools",
     "tools_with_json_output",
     "whitespace_stop",
+    "seed",
 ]
 HostedTool = Literal["web_search", "python_execution", "calculator", "time", "file_search", "retrieval"]
 

@@ -27,13 +27,16 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import Catalog
-from batchroute.domain.routing.items import read_item
+from batchroute.domain.routing.items import SEED, WHITESPACE_STOP, read_item
 from batchroute.errors import InvalidRequest
 from batchroute.money import MoneyView
 
 ScorerKind = Literal["exact", "contains", "json_field", "numeric"]
 SCORERS: Final[tuple[str, ...]] = ("exact", "contains", "json_field", "numeric")
 MAX_GOLDEN_ITEMS: Final = 50
+# What an item may hold that routes it to some lanes only (the capability, the input's key): a
+# golden item is answered on every candidate lane, so it may hold none of these.
+LANE_SPECIFIC: Final = ((WHITESPACE_STOP, "stop"), (SEED, "seed"))
 # The items' inputs and expected answers, as compact UTF-8 JSON: a golden set is kept in its
 # schedule's or preset's DynamoDB items (400 KB each, beside a 32,000-character system prompt).
 MAX_GOLDEN_ITEMS_BYTES: Final = 200 * 1024
@@ -299,11 +302,19 @@ def _items(raw: object, scorer: Scorer, field: str) -> tuple[GoldenItem, ...]:
         if not isinstance(messages, list) or not messages:
             raise _invalid(f"{where}.input", "input is a prompt (a string) or {messages: [...]}.")
         # What a batch item's input may hold, a golden item's may: it is sent to the same lanes
-        _, problems = read_item(
+        facts, problems = read_item(
             {"customer_item_id": "golden", "operation": "responses", "model": "golden", "input": payload}
         )
         if problems:
             raise _invalid(f"{where}.{problems[0].field}", problems[0].message)
+        # ... and to every lane of its model, so nothing only some of them take
+        for capability, key in LANE_SPECIFIC:
+            if facts is not None and capability in facts.capabilities:
+                raise _invalid(
+                    f"{where}.input.{key}",
+                    f"input.{key} is not taken in a golden item: it runs on every lane of its model, "
+                    f"and only some take it ({capability}).",
+                )
         expected = entry.get("expected")
         if scorer.kind in ("exact", "contains") and (
             not isinstance(expected, str) or not 1 <= len(expected) <= MAX_EXPECTED_CHARS

@@ -60,6 +60,7 @@ _CAPABILITY_MATCHES: Final[dict[str, frozenset[str]]] = {
     "functions_with_hosted_tools": frozenset({"functions_with_hosted_tools"}),
     "tools_with_json_output": frozenset({"tools_with_json_output"}),
     "whitespace_stop": frozenset({"whitespace_stop"}),
+    "seed": frozenset({"seed"}),
 }
 
 

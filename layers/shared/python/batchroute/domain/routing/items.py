@@ -14,7 +14,7 @@ parts in a `responses` item, `any_image_type` for an image whose URL tells no ty
 Gemini does not take, `embedding_dimensions` for an embeddings item's `dimensions`,
 `functions_with_hosted_tools` for functions and hosted tools in one item,
 `tools_with_json_output` for tools declared beside a JSON answer format, `whitespace_stop`
-for a stop sequence of whitespace alone).
+for a stop sequence of whitespace alone, `seed` for a seed).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
 the preflight prefixes it with `items[<index>]`.
 """
@@ -63,6 +63,11 @@ EMBEDDING_DIMENSIONS: Final = "embedding_dimensions"
 # OpenAI-compatible hosts take it, Anthropic refuses it ("stop_sequences: each stop sequence
 # must contain non-whitespace"), so an item with one routes only to lanes that offer this.
 WHITESPACE_STOP: Final = "whitespace_stop"
+# A `seed` (best-effort repeatable sampling): OpenAI, Gemini and the OpenAI-compatible hosts
+# take one, Anthropic and Bedrock have none, so an item with one routes only to lanes that
+# offer this. Gemini's is a 32-bit integer, the narrowest: a seed outside it is refused.
+SEED: Final = "seed"
+SEED_RANGE: Final = (-(2**31), 2**31 - 1)
 MAX_CUSTOMER_ITEM_ID = 256
 MAX_MODEL_ID = 256
 MAX_OUTPUT_REQUEST = 1_000_000
@@ -97,6 +102,7 @@ _CHAT_KEYS: Final = frozenset(
         "temperature",
         "top_p",
         "stop",
+        "seed",
         "max_output_tokens",
         "max_completion_tokens",
         "max_tokens",
@@ -465,14 +471,15 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
     text_bytes += _read_tools(payload, found, problems)
     if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
         _read_sampling(payload, found, problems)
-        if found.tools and payload.get("stop") is not None:
-            problems.append(
-                _unsupported(
-                    "input.stop",
-                    "stop cannot be combined with hosted tools: OpenAI's Responses API, which runs "
-                    "them on OpenAI's lanes, has no stop sequences.",
+        for key, what in (("stop", "stop sequences"), ("seed", "seed")):
+            if found.tools and payload.get(key) is not None:
+                problems.append(
+                    _unsupported(
+                        f"input.{key}",
+                        f"{key} cannot be combined with hosted tools: OpenAI's Responses API, which "
+                        f"runs them on OpenAI's lanes, has no {what}.",
+                    )
                 )
-            )
     text_bytes += _read_output_format(payload, found, problems)
     if payload.get("tools") and _asks_json(payload.get("response_format"), payload.get("text")):
         found.capabilities.add(TOOLS_WITH_JSON_OUTPUT)
@@ -589,6 +596,18 @@ def _read_sampling(payload: dict[str, object], found: _Estimate, problems: list[
         ):
             problems.append(
                 _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
+            )
+    seed = payload.get("seed")
+    if seed is not None:
+        if isinstance(seed, int) and not isinstance(seed, bool) and SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+            found.capabilities.add(SEED)
+        else:
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    "input.seed",
+                    "seed must be a whole number from -2147483648 to 2147483647.",
+                )
             )
     stop = payload.get("stop")
     if stop is None:
