@@ -141,6 +141,29 @@ def test_a_seed_routes_to_the_lanes_that_take_one(client: TestClient, org: TestO
     assert client.post("/v1/chat/completions", json=chat, headers=org.key_headers()).status_code == 200
 
 
+def test_a_penalty_routes_to_the_lanes_that_take_one(client: TestClient, org: TestOrg) -> None:
+    def quoted(model: str, penalty: float) -> Any:
+        said = {"messages": [{"role": "user", "content": "hi"}], "frequency_penalty": penalty}
+        return client.post(
+            "/v1/quotes/model",
+            json={"items": [{**_item(0, model), "input": said}]},
+            headers=org.key_headers(),
+        )
+
+    # A penalty routes to OpenAI's lane, and among Llama's lanes to the hosts that take one
+    assert quoted("gpt-4o-mini", 0.5).status_code == 200
+    llama = {lane["lane_id"]: lane for lane in quoted(LLAMA, 0.5).json()["quote_lanes"]}
+    assert llama[f"groq/{LLAMA}"]["rejection"]["details"]["missing"] == ["penalties"]
+    assert llama[f"together/{LLAMA}"].get("rejection", {}).get("code") != "capability_missing"
+    # A Claude model has none: refused naming it; 0, OpenAI's default, is taken everywhere
+    (issue,) = quoted("claude-sonnet-4", 0.5).json()["error"]["details"]["preflight"]["errors"]
+    assert issue["code"] == "capability_not_supported" and "penalties" in issue["message"]
+    assert quoted("claude-sonnet-4", 0).status_code == 200
+    # And a chat completion with one is answered
+    chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "presence_penalty": -1}
+    assert client.post("/v1/chat/completions", json=chat, headers=org.key_headers()).status_code == 200
+
+
 def test_preflight_collects_every_issue(client: TestClient, org: TestOrg) -> None:
     # Given an unknown model, a missing field and a duplicate id
     items = [

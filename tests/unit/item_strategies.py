@@ -260,6 +260,9 @@ def chat_inputs(draw: st.DrawFn, *, images: bool) -> dict[str, Any]:
         body["stop"] = draw(STOPS | st.lists(STOPS, min_size=1, max_size=4))
     if not hosted and draw(st.booleans()):  # nor a seed; a seed is Gemini's int32 at most
         body["seed"] = draw(st.integers(-(2**31), 2**31 - 1))
+    if not hosted and draw(st.booleans()):  # nor OpenAI's penalties (0, the default, is nothing)
+        penalty = draw(st.sampled_from(["frequency_penalty", "presence_penalty"]))
+        body[penalty] = draw(st.just(0) | st.floats(-2, 2) | st.integers(-2, 2))
     if draw(st.booleans()):
         body["temperature"] = draw(st.floats(0, 2) | st.integers(0, 2))
     if draw(st.booleans()):

@@ -102,7 +102,7 @@ def test_a_float_price_fails_naming_the_file_row_and_key(tmp_path: Path) -> None
         ),
         (
             "lanes.toml",
-            'runtime_capabilities = ["vision", "any_image_type", "whitespace_stop", "seed"]',
+            'runtime_capabilities = ["vision", "any_image_type", "whitespace_stop", "seed", "penalties"]',
             'runtime_capabilities = ["vision", "reasoning"]',
             ("runtime_capabilities", "cannot do all of"),
         ),

@@ -141,7 +141,7 @@ def test_an_items_preset_version_is_one_preset_version() -> None:
 def test_an_unsupported_parameter_says_what_to_do() -> None:
     # Given a parameter no lane's vendor can honour (its action was empty: the CLI showed nothing)
     result = checked(
-        [item(0, input={"messages": [{"role": "user", "content": "x"}], "frequency_penalty": 1})]
+        [item(0, input={"messages": [{"role": "user", "content": "x"}], "logit_bias": {"1": 5}})]
     )
     [issue] = result.errors
     # Then the issue says what to do

@@ -175,6 +175,14 @@ def test_a_stop_of_whitespace_alone_needs_lanes_that_take_one() -> None:
     assert "whitespace_stop" not in facts_of(item(0, input=chat_input(stop=[" END\n"]))).capabilities
 
 
+def test_a_penalty_other_than_zero_needs_lanes_that_take_one() -> None:
+    # OpenAI and the hosts that document them take OpenAI's penalties; 0, the default, is nothing
+    assert "penalties" in facts_of(item(0, input=chat_input(frequency_penalty=0.5))).capabilities
+    assert "penalties" in facts_of(item(0, input=chat_input(presence_penalty=-2))).capabilities
+    idle = facts_of(item(0, input=chat_input(frequency_penalty=0, presence_penalty=0.0)))
+    assert "penalties" not in idle.capabilities
+
+
 def test_a_seed_needs_lanes_that_take_one() -> None:
     # OpenAI, Gemini and the hosts take a seed, Anthropic and Bedrock have none
     assert "seed" in facts_of(item(0, input=chat_input(seed=0))).capabilities
@@ -269,8 +277,14 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
         (chat_input(temperature=2.5), ("invalid_field", "input.temperature")),
         (chat_input(top_p=-0.1), ("invalid_field", "input.top_p")),
         # a key no lane can honour is refused, not dropped
-        (chat_input(frequency_penalty=0.5), ("unsupported_parameter", "input.frequency_penalty")),
-        (chat_input(presence_penalty=-1), ("unsupported_parameter", "input.presence_penalty")),
+        (chat_input(logit_bias={"1": 5}), ("unsupported_parameter", "input.logit_bias")),
+        # a penalty outside OpenAI's -2 to 2, or beside hosted tools (the Responses API has none)
+        (chat_input(frequency_penalty=2.5), ("invalid_field", "input.frequency_penalty")),
+        (chat_input(presence_penalty="1"), ("invalid_field", "input.presence_penalty")),
+        (
+            chat_input(presence_penalty=1, tools=[{"type": "web_search"}]),
+            ("unsupported_parameter", "input.presence_penalty"),
+        ),
         (chat_input(logprobs=True), ("unsupported_parameter", "input.logprobs")),
         (chat_input(logprobs=0), ("unsupported_parameter", "input.logprobs")),
         (chat_input(n=2), ("unsupported_parameter", "input.n")),

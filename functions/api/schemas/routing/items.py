@@ -307,6 +307,7 @@ class TextOptions(BaseModel):
 
 
 _INERT = "Accepted and not sent: it changes nothing"
+_PENALTY = "0 (the default) is not sent; another value routes only to lanes offering penalties"
 
 
 class InertKeys(BaseModel):
@@ -330,8 +331,8 @@ class InertKeys(BaseModel):
     parallel_tool_calls: Literal[True] = Field(default=True, description=_INERT)
     # OpenAI's defaults, as clients send them unasked (any other value is refused)
     logprobs: Literal[False] = Field(default=False, description=_INERT)
-    presence_penalty: Literal[0] = Field(default=0, description=_INERT)
-    frequency_penalty: Literal[0] = Field(default=0, description=_INERT)
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] = Field(default=0, description=_PENALTY)
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] = Field(default=0, description=_PENALTY)
 
 
 def _one_of(first: str, second: str) -> dict[str, Any]:

@@ -94,6 +94,8 @@ _CAPABILITY_NAMES: Final = {
     "whitespace_stop": "a stop sequence of whitespace alone (whitespace_stop: Anthropic's models refuse "
     'one such as "\\n"; give each stop some visible text, or use another model)',
     "seed": "a seed (seed: Anthropic's models take none; leave it out, or use another model)",
+    "penalties": "a frequency or presence penalty (penalties: offered on OpenAI's and some open-weight "
+    "hosts' lanes only; leave it out or at 0, or use another model)",
 }
 
 

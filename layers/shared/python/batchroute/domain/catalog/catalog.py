@@ -27,6 +27,7 @@ SlaTier = Literal["flex", "standard", "priority"]
 # `tools_with_json_output`: tools beside a JSON answer format in one request (not Gemini 2.x).
 # `whitespace_stop`: a stop sequence of whitespace alone, `"\n"` (not Anthropic's models).
 # `seed`: a sampling seed (not Anthropic's models, nor Bedrock's lanes).
+# `penalties`: a non-zero frequency or presence penalty (OpenAI and the hosts that document one).
 RuntimeCapability = Literal[
     "tool_calling",
     "structured_outputs",
@@ -41,6 +42,7 @@ RuntimeCapability = Literal[
     "tools_with_json_output",
     "whitespace_stop",
     "seed",
+    "penalties",
 ]
 HostedTool = Literal["web_search", "python_execution", "calculator", "time", "file_search", "retrieval"]
 

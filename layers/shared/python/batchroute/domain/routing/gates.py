@@ -61,6 +61,7 @@ _CAPABILITY_MATCHES: Final[dict[str, frozenset[str]]] = {
     "tools_with_json_output": frozenset({"tools_with_json_output"}),
     "whitespace_stop": frozenset({"whitespace_stop"}),
     "seed": frozenset({"seed"}),
+    "penalties": frozenset({"penalties"}),
 }
 
 

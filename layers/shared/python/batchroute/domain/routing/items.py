@@ -14,7 +14,8 @@ parts in a `responses` item, `any_image_type` for an image whose URL tells no ty
 Gemini does not take, `embedding_dimensions` for an embeddings item's `dimensions`,
 `functions_with_hosted_tools` for functions and hosted tools in one item,
 `tools_with_json_output` for tools declared beside a JSON answer format, `whitespace_stop`
-for a stop sequence of whitespace alone, `seed` for a seed).
+for a stop sequence of whitespace alone, `seed` for a seed, `penalties` for a non-zero
+frequency or presence penalty).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
 the preflight prefixes it with `items[<index>]`.
 """
@@ -68,6 +69,10 @@ WHITESPACE_STOP: Final = "whitespace_stop"
 # offer this. Gemini's is a 32-bit integer, the narrowest: a seed outside it is refused.
 SEED: Final = "seed"
 SEED_RANGE: Final = (-(2**31), 2**31 - 1)
+# OpenAI's `frequency_penalty` / `presence_penalty` (-2 to 2) other than 0, their default (which
+# clients send unasked, and which is not sent on): OpenAI and the OpenAI-compatible hosts that
+# document them take one; Anthropic and Bedrock have none.
+PENALTIES: Final = "penalties"
 MAX_CUSTOMER_ITEM_ID = 256
 MAX_MODEL_ID = 256
 MAX_OUTPUT_REQUEST = 1_000_000
@@ -103,6 +108,8 @@ _CHAT_KEYS: Final = frozenset(
         "top_p",
         "stop",
         "seed",
+        "frequency_penalty",
+        "presence_penalty",
         "max_output_tokens",
         "max_completion_tokens",
         "max_tokens",
@@ -143,10 +150,8 @@ _INERT_KEYS: Final[dict[str, int | bool]] = {
     "n": 1,
     "stream": False,
     "parallel_tool_calls": True,
-    # OpenAI's defaults, which clients send as they are: none of them changes an answer
+    # OpenAI's default, which clients send as it is: it changes no answer
     "logprobs": False,
-    "presence_penalty": 0,
-    "frequency_penalty": 0,
 }
 _MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
     "system": frozenset({"role", "content", "type"}),
@@ -471,7 +476,9 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
     text_bytes += _read_tools(payload, found, problems)
     if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
         _read_sampling(payload, found, problems)
-        for key, what in (("stop", "stop sequences"), ("seed", "seed")):
+        asked: tuple[tuple[str, str], ...] = (("stop", "stop sequences"), ("seed", "seed"))
+        asked += tuple((p, p) for p in ("frequency_penalty", "presence_penalty") if payload.get(p) != 0)
+        for key, what in asked:
             if found.tools and payload.get(key) is not None:
                 problems.append(
                     _unsupported(
@@ -596,6 +603,16 @@ def _read_sampling(payload: dict[str, object], found: _Estimate, problems: list[
         ):
             problems.append(
                 _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
+            )
+    for penalty in ("frequency_penalty", "presence_penalty"):
+        value = payload.get(penalty)
+        if value is None or (value == 0 and _is_number(value)):
+            continue
+        if isinstance(value, int | float) and _is_number(value) and -2 <= value <= 2:
+            found.capabilities.add(PENALTIES)
+        else:
+            problems.append(
+                _shape("invalid_field", f"input.{penalty}", f"{penalty} must be a number from -2 to 2.")
             )
     seed = payload.get("seed")
     if seed is not None:

@@ -97,6 +97,7 @@ from typing import Any, Final
 from batchroute.providers import base
 from batchroute.providers.conversation import (
     JSON_OBJECT_INSTRUCTION,
+    PENALTIES,
     Conversation,
     HostedToolUse,
     ToolChoice,
@@ -235,11 +236,12 @@ def _breakpoints(body: Mapping[str, Any]) -> int:
 
 def _refuse_unsayable(talk: Conversation) -> None:
     """What the normal form can say and Anthropic cannot: refused, with the reason."""
-    if "seed" in talk.options:
-        raise base.PermanentProviderError(
-            "Anthropic has no seed: an item that sets one cannot run on an Anthropic lane",
-            code="unsupported_parameter",
-        )
+    for option, what in (("seed", "seed"), *((p, p) for p in PENALTIES)):
+        if option in talk.options:
+            raise base.PermanentProviderError(
+                f"Anthropic has no {what}: an item that sets one cannot run on an Anthropic lane",
+                code="unsupported_parameter",
+            )
     for message in talk.messages:
         if "name" in message:
             raise base.PermanentProviderError(

@@ -104,6 +104,7 @@ from batchroute.providers import base
 from batchroute.providers.anthropic.transform import message_usage
 from batchroute.providers.conversation import (
     JSON_OBJECT_INSTRUCTION,
+    PENALTIES,
     Conversation,
     add_turn,
     conversation,
@@ -270,10 +271,11 @@ def _refuse_embeddings(request: base.ProviderRequest) -> None:
 
 
 def _refuse_seed(talk: Conversation) -> None:
-    """No Bedrock body has a seed: one is refused, never dropped (the preflight refuses it
-    before it gets here)."""
-    if talk.options.get("seed") is not None:
-        raise base.PermanentProviderError("Bedrock takes no seed", code="unsupported_parameter")
+    """No Bedrock body has a seed or OpenAI's penalties: one is refused, never dropped
+    (routing sends none here: Bedrock's lanes offer neither `seed` nor `penalties`)."""
+    for option in ("seed", *PENALTIES):
+        if talk.options.get(option) is not None:
+            raise base.PermanentProviderError(f"Bedrock takes no {option}", code="unsupported_parameter")
 
 
 # -- the conversation, vendor-neutral ----------------------------------------------------

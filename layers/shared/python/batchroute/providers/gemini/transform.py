@@ -97,6 +97,7 @@ from batchroute.domain.catalog import tokens
 from batchroute.domain.routing.images import GEMINI_IMAGE_TYPES, sent_image_type
 from batchroute.providers import base
 from batchroute.providers.conversation import (
+    PENALTIES,
     Conversation,
     HostedToolUse,
     ToolChoice,
@@ -394,6 +395,11 @@ def _generation_config(request: base.ProviderRequest, talk: Conversation) -> dic
     stops = [s for s in (stop if isinstance(stop, list) else [stop]) if isinstance(s, str) and s]
     if stops:
         config["stopSequences"] = stops
+    for penalty in PENALTIES:
+        if penalty in options:  # routing sends none here: Google's lanes do not offer `penalties`
+            raise base.PermanentProviderError(
+                f"this service does not send {penalty} to Gemini", code="unsupported_parameter"
+            )
     if "seed" in options:
         seed = options["seed"]
         if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:

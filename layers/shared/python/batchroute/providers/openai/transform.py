@@ -155,7 +155,7 @@ def _chat_message(message: dict[str, Any]) -> dict[str, Any]:
 def responses_body(request: base.ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
     """A Responses API request (module doc, "Field map, Responses API")."""
     talk = conversation(request.input)
-    refused = [k for k in ("stop", "seed") if k in talk.options]
+    refused = [k for k in ("stop", "seed", "frequency_penalty", "presence_penalty") if k in talk.options]
     if refused:
         raise Inexpressible(f"OpenAI's Responses API takes no {' or '.join(refused)}")
     said = _json_word(talk, system=False)
