@@ -528,6 +528,12 @@ def _next_page(body: Any) -> dict[str, str] | None:
     return None
 
 
+def _answered(error: type[APIError], code: str) -> Callable[[APIError], bool]:
+    """Whether an error is `error` with `code`: a retry's answer that says the attempt whose
+    answer was lost did the work (`_done_unless_lost`)."""
+    return lambda exc: isinstance(exc, error) and exc.code == code
+
+
 def _preset_path(name: str) -> str:
     return f"/v1/presets/{_segment(name)}"
 
@@ -898,12 +904,9 @@ class Operations:
         """`DELETE /v1/delivery-targets/{id}` (owner, admin); the objects already delivered
         stay. When a retry (the first answer lost) is answered 404 `delivery_target_not_found`,
         the lost attempt removed it: that is the answer. A 404 to the first attempt raises."""
-
-        def gone(exc: APIError) -> bool:
-            return isinstance(exc, NotFoundError) and exc.code == "delivery_target_not_found"
-
         path = f"/v1/delivery-targets/{_segment(target_id)}"
         build = models.DeliveryTargetDeleted.from_dict
+        gone = _answered(NotFoundError, "delivery_target_not_found")
         deleted = yield from self._done_unless_lost("DELETE", path, build, gone)
         return deleted if deleted is not None else models.DeliveryTargetDeleted(id=target_id, deleted=True)
 
@@ -958,11 +961,8 @@ class Operations:
         batches it made stay. When a retry (the first answer lost) is answered 404
         `schedule_not_found`, the lost attempt deleted it: that is the answer. A 404 to the
         first attempt raises."""
-
-        def gone(exc: APIError) -> bool:
-            return isinstance(exc, NotFoundError) and exc.code == "schedule_not_found"
-
         path = _schedule_path(schedule_id)
+        gone = _answered(NotFoundError, "schedule_not_found")
         deleted = yield from self._done_unless_lost("DELETE", path, models.ScheduleDeleted.from_dict, gone)
         return deleted if deleted is not None else models.ScheduleDeleted(id=schedule_id, deleted=True)
 
@@ -1040,11 +1040,8 @@ class Operations:
         """`DELETE /v1/presets/{name}`: archived (its versions and benchmarks stay readable).
         When a retry (the first answer lost) is answered 409 `preset_archived`, the lost
         attempt archived it: the preset is read and returned."""
-
-        def archived(exc: APIError) -> bool:
-            return isinstance(exc, ConflictError) and exc.code == "preset_archived"
-
         path = _preset_path(name)
+        archived = _answered(ConflictError, "preset_archived")
         done = yield from self._done_unless_lost("DELETE", path, models.Preset.from_dict, archived)
         return done if done is not None else (yield from self.preset_get(name))
 

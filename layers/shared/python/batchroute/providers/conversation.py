@@ -33,12 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
 from batchroute.domain.routing.images import data_image_type
-from batchroute.domain.routing.items import SCHEMA_FORMAT_KEYS, hosted_tool_name
+from batchroute.domain.routing.items import PENALTY_KEYS, SCHEMA_FORMAT_KEYS, hosted_tool_name
 
 # Sampling options carried over to every vendor that has them (each transform maps names).
-OPTIONS: Final = ("temperature", "top_p", "stop", "seed", "frequency_penalty", "presence_penalty")
 # OpenAI's penalties: 0, their default, changes nothing and is not carried (items send it unasked).
-PENALTIES: Final = ("frequency_penalty", "presence_penalty")
+OPTIONS: Final = ("temperature", "top_p", "stop", "seed", *PENALTY_KEYS)
 
 FUNCTION_TOOL_TYPE: Final = "function"
 TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
@@ -156,7 +155,7 @@ def conversation(payload: Mapping[str, Any]) -> Conversation:
     if choice is not None and choice.mode == "none":
         hosted = ()  # none of them may run: no vendor is sent one (routing needs none either)
     options = {key: payload[key] for key in OPTIONS if payload.get(key) is not None}
-    for penalty in PENALTIES:
+    for penalty in PENALTY_KEYS:
         if options.get(penalty) == 0:
             del options[penalty]
     if isinstance(options.get("stop"), str):

@@ -73,6 +73,10 @@ SEED_RANGE: Final = (-(2**31), 2**31 - 1)
 # clients send unasked, and which is not sent on): OpenAI and the OpenAI-compatible hosts that
 # document them take one; Anthropic and Bedrock have none.
 PENALTIES: Final = "penalties"
+PENALTY_KEYS: Final = ("frequency_penalty", "presence_penalty")
+# The sampling options OpenAI's Responses API, which runs the hosted tools, has none of: an
+# item with hosted tools may not set them (a penalty of 0, the default, sets nothing).
+NOT_WITH_HOSTED_TOOLS: Final = ("stop", "seed", *PENALTY_KEYS)
 MAX_CUSTOMER_ITEM_ID = 256
 MAX_MODEL_ID = 256
 MAX_OUTPUT_REQUEST = 1_000_000
@@ -476,17 +480,18 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
     text_bytes += _read_tools(payload, found, problems)
     if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
         _read_sampling(payload, found, problems)
-        asked: tuple[tuple[str, str], ...] = (("stop", "stop sequences"), ("seed", "seed"))
-        asked += tuple((p, p) for p in ("frequency_penalty", "presence_penalty") if payload.get(p) != 0)
-        for key, what in asked:
-            if found.tools and payload.get(key) is not None:
-                problems.append(
-                    _unsupported(
-                        f"input.{key}",
-                        f"{key} cannot be combined with hosted tools: OpenAI's Responses API, which "
-                        f"runs them on OpenAI's lanes, has no {what}.",
-                    )
+        for key in NOT_WITH_HOSTED_TOOLS if found.tools else ():
+            value = payload.get(key)
+            if value is None or (key in PENALTY_KEYS and value == 0):
+                continue
+            what = "stop sequences" if key == "stop" else key
+            problems.append(
+                _unsupported(
+                    f"input.{key}",
+                    f"{key} cannot be combined with hosted tools: OpenAI's Responses API, which "
+                    f"runs them on OpenAI's lanes, has no {what}.",
                 )
+            )
     text_bytes += _read_output_format(payload, found, problems)
     if payload.get("tools") and _asks_json(payload.get("response_format"), payload.get("text")):
         found.capabilities.add(TOOLS_WITH_JSON_OUTPUT)
@@ -604,7 +609,7 @@ def _read_sampling(payload: dict[str, object], found: _Estimate, problems: list[
             problems.append(
                 _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
             )
-    for penalty in ("frequency_penalty", "presence_penalty"):
+    for penalty in PENALTY_KEYS:
         value = payload.get(penalty)
         if value is None or (value == 0 and _is_number(value)):
             continue

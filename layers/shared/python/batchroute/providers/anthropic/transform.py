@@ -94,10 +94,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from batchroute.domain.routing.items import PENALTY_KEYS
 from batchroute.providers import base
 from batchroute.providers.conversation import (
     JSON_OBJECT_INSTRUCTION,
-    PENALTIES,
     Conversation,
     HostedToolUse,
     ToolChoice,
@@ -236,10 +236,10 @@ def _breakpoints(body: Mapping[str, Any]) -> int:
 
 def _refuse_unsayable(talk: Conversation) -> None:
     """What the normal form can say and Anthropic cannot: refused, with the reason."""
-    for option, what in (("seed", "seed"), *((p, p) for p in PENALTIES)):
+    for option in ("seed", *PENALTY_KEYS):
         if option in talk.options:
             raise base.PermanentProviderError(
-                f"Anthropic has no {what}: an item that sets one cannot run on an Anthropic lane",
+                f"Anthropic has no {option}: an item that sets one cannot run on an Anthropic lane",
                 code="unsupported_parameter",
             )
     for message in talk.messages:

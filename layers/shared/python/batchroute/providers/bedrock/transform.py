@@ -100,11 +100,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal
 
+from batchroute.domain.routing.items import PENALTY_KEYS
 from batchroute.providers import base
 from batchroute.providers.anthropic.transform import message_usage
 from batchroute.providers.conversation import (
     JSON_OBJECT_INSTRUCTION,
-    PENALTIES,
     Conversation,
     add_turn,
     conversation,
@@ -273,7 +273,7 @@ def _refuse_embeddings(request: base.ProviderRequest) -> None:
 def _refuse_seed(talk: Conversation) -> None:
     """No Bedrock body has a seed or OpenAI's penalties: one is refused, never dropped
     (routing sends none here: Bedrock's lanes offer neither `seed` nor `penalties`)."""
-    for option in ("seed", *PENALTIES):
+    for option in ("seed", *PENALTY_KEYS):
         if talk.options.get(option) is not None:
             raise base.PermanentProviderError(f"Bedrock takes no {option}", code="unsupported_parameter")
 

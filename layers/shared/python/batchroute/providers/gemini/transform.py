@@ -95,9 +95,9 @@ from typing import Any, Final
 
 from batchroute.domain.catalog import tokens
 from batchroute.domain.routing.images import GEMINI_IMAGE_TYPES, sent_image_type
+from batchroute.domain.routing.items import PENALTY_KEYS
 from batchroute.providers import base
 from batchroute.providers.conversation import (
-    PENALTIES,
     Conversation,
     HostedToolUse,
     ToolChoice,
@@ -395,7 +395,7 @@ def _generation_config(request: base.ProviderRequest, talk: Conversation) -> dic
     stops = [s for s in (stop if isinstance(stop, list) else [stop]) if isinstance(s, str) and s]
     if stops:
         config["stopSequences"] = stops
-    for penalty in PENALTIES:
+    for penalty in PENALTY_KEYS:
         if penalty in options:  # routing sends none here: Google's lanes do not offer `penalties`
             raise base.PermanentProviderError(
                 f"this service does not send {penalty} to Gemini", code="unsupported_parameter"

@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from batchroute.domain.routing.items import NOT_WITH_HOSTED_TOOLS
 from batchroute.providers import base
 from batchroute.providers.conversation import (
     JSON_OBJECT_INSTRUCTION,
@@ -155,7 +156,7 @@ def _chat_message(message: dict[str, Any]) -> dict[str, Any]:
 def responses_body(request: base.ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
     """A Responses API request (module doc, "Field map, Responses API")."""
     talk = conversation(request.input)
-    refused = [k for k in ("stop", "seed", "frequency_penalty", "presence_penalty") if k in talk.options]
+    refused = [k for k in NOT_WITH_HOSTED_TOOLS if k in talk.options]
     if refused:
         raise Inexpressible(f"OpenAI's Responses API takes no {' or '.join(refused)}")
     said = _json_word(talk, system=False)
