@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import boto3
 import pytest
 from fastapi.testclient import TestClient
 
 from batchroute.adapters.app_secret import app_secret
+from batchroute.adapters.aws import client as aws_client
 from batchroute.config import get_settings
-from batchroute.domain.accounts.access import ROLES
+from batchroute.domain.accounts.access import ROLES, Role
 from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
-from batchroute.domain.accounts.credentials import issue_api_key, keyed_hash, new_opaque_token
+from batchroute.domain.accounts.credentials import IssuedKey, issue_api_key, keyed_hash, new_opaque_token
 from batchroute.ids import new_id
 from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute_tools.local.provision import LocalStack
@@ -37,15 +41,7 @@ def _org_with_owner(role: str = "owner") -> tuple[str, str, str]:
             role=role,
             created_at=NOW,
         ),  # type: ignore[arg-type]
-        api_key=ApiKey(
-            key_id=new_id("key"),
-            org_id=org_id,
-            key_hash=issued.key_hash,
-            label="seed",
-            role="owner",
-            display_prefix=issued.display_prefix,
-            created_at=NOW,
-        ),
+        api_key=_api_key(org_id, issued, label="seed", role="owner"),
     )
     token = new_opaque_token()
     store.put_session(
@@ -59,6 +55,18 @@ def _org_with_owner(role: str = "owner") -> tuple[str, str, str]:
         )
     )
     return org_id, token, issued.value
+
+
+def _api_key(org_id: str, issued: IssuedKey, *, label: str, role: Role) -> ApiKey:
+    return ApiKey(
+        key_id=new_id("key"),
+        org_id=org_id,
+        key_hash=issued.key_hash,
+        label=label,
+        role=role,
+        display_prefix=issued.display_prefix,
+        created_at=NOW,
+    )
 
 
 @pytest.fixture
@@ -166,17 +174,7 @@ def test_another_environments_key_and_legacy_prefix(client: TestClient) -> None:
     assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
     org_id, _, _ = _org_with_owner()
     legacy = issue_api_key("local", app_secret(), legacy=True)
-    identity_store().put_key(
-        ApiKey(
-            key_id=new_id("key"),
-            org_id=org_id,
-            key_hash=legacy.key_hash,
-            label="old",
-            role="member",
-            display_prefix=legacy.display_prefix,
-            created_at=NOW,
-        )
-    )
+    identity_store().put_key(_api_key(org_id, legacy, label="old", role="member"))
     assert legacy.value.startswith("br-local-")
     runtime = client.get("/v1/runtime", headers={"Authorization": f"Bearer {legacy.value}"}).json()
     assert "routing" in runtime
@@ -326,3 +324,66 @@ def test_keys_of_roles_within_the_callers_are_revoked(client: TestClient, caller
     assert response.status_code == 200 and response.json() == {"ok": True}
     account = client.get("/v1/auth/account", headers={"Authorization": f"Bearer {created['api_key']}"})
     assert account.status_code == 401
+
+
+@pytest.fixture
+def lagging_index() -> Iterator[None]:
+    """gsi1 as DynamoDB may serve it a moment after a write: without the org's keys yet (a
+    global secondary index is eventually consistent; moto's is not, so the lag is made here)."""
+
+    def mark(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        values = params.get("ExpressionAttributeValues", {})
+        context["behind"] = params.get("IndexName") == "gsi1" and values.get(":prefix") == {"S": "KEY#"}
+
+    def lag(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        if context.get("behind"):
+            parsed.update(Items=[], Count=0, ScannedCount=0)
+
+    events = aws_client("dynamodb").meta.events
+    events.register("before-parameter-build.dynamodb.Query", mark)
+    events.register("after-call.dynamodb.Query", lag)
+    yield
+    events.unregister("before-parameter-build.dynamodb.Query", mark)
+    events.unregister("after-call.dynamodb.Query", lag)
+
+
+def test_a_key_is_listed_and_revoked_the_moment_it_is_created(
+    client: TestClient, lagging_index: None
+) -> None:
+    # Given a signed-in owner who has just created a key, before gsi1 lists it
+    _, session, _ = _org_with_owner()
+    client.cookies.set(SESSION_COOKIE, session)
+    created = client.post("/v1/auth/account/api-keys", json={"label": "rotate"}).json()
+    key_id = created["key"]["id"]
+    # When the owner lists the keys and revokes the new one at once
+    listed = client.get("/v1/auth/account/api-keys").json()["data"]
+    revoke = client.post(f"/v1/auth/account/api-keys/{key_id}/revoke")
+    # Then the key is listed (with the seed key), the revoke is done, and the list shows it revoked
+    assert listed[0]["id"] == key_id and len(listed) == 2
+    assert revoke.status_code == 200
+    after = {k["id"]: k for k in client.get("/v1/auth/account/api-keys").json()["data"]}
+    assert after[key_id]["revoked_at"] is not None
+    client.cookies.clear()
+    headers = {"Authorization": f"Bearer {created['api_key']}"}
+    strict = client.post("/v1/auth/account/api-keys", json={"label": "x"}, headers=headers)
+    assert strict.status_code == 401 and strict.json()["error"]["code"] == "api_key_revoked"
+
+
+def test_a_key_from_before_the_orgs_copies_is_listed_and_revoked(client: TestClient) -> None:
+    # Given a key written as keys were before their org's copy existed (its hash item alone)
+    org_id, session, _ = _org_with_owner()
+    store = identity_store()
+    old = issue_api_key("local", app_secret())
+    key = _api_key(org_id, old, label="old", role="member")
+    store.dynamodb.transact_write_items(TransactItems=store.key_items(key)[:1])
+    client.cookies.set(SESSION_COOKIE, session)
+    # When the owner lists the keys and revokes it
+    listed = {k["id"] for k in client.get("/v1/auth/account/api-keys").json()["data"]}
+    revoke = client.post(f"/v1/auth/account/api-keys/{key.key_id}/revoke")
+    # Then it is listed, revoked, and listed revoked (its copy written by the revoke)
+    assert key.key_id in listed and revoke.status_code == 200
+    after = {k["id"]: k for k in client.get("/v1/auth/account/api-keys").json()["data"]}
+    assert after[key.key_id]["revoked_at"] is not None
+    stored = store.key_by_hash(old.key_hash)
+    assert stored is not None and stored.revoked_at is not None
+    assert store.key_of(org_id, key.key_id) == stored  # its copy, now written

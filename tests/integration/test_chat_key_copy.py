@@ -57,7 +57,9 @@ def calls() -> Iterator[list[str]]:
 
 
 def _revoke(key: str, clock: FixedClock) -> None:
-    assert identity_store().revoke_key(keyed_hash(app_secret(), key), isoformat(clock.now()))
+    stored = identity_store().key_by_hash(keyed_hash(app_secret(), key))
+    assert stored is not None
+    assert identity_store().revoke_key(stored, isoformat(clock.now()))
 
 
 def _nothing_held(org: TestOrg) -> None:

@@ -3,11 +3,18 @@
 Keys and session tokens are found by their keyed hash in one GetItem. An email is claimed
 by a conditional put inside the same transaction that creates the account, so concurrent
 registrations of one address create exactly one account.
+
+An API key is written twice in one transaction: at `KEY#<hash>` (what a request's key is
+checked against) and as its org's copy, `ORG#<org>` / `APIKEY#<key id>`, which listing and
+revoking read consistently, so a key revoked or listed a moment after its creation is found
+(gsi1, which also lists it, is eventually consistent). A revoke writes both. Keys created
+before the copies existed are still found through gsi1, which has long caught up with them;
+revoking one writes its copy.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import (
@@ -15,6 +22,9 @@ from batchroute.adapters.dynamo.codec import (
     NEW,
     condition_check,
     from_item,
+    org_item,
+    org_key,
+    org_pk,
     put_request,
     to_item,
     update_request,
@@ -27,6 +37,9 @@ from batchroute.domain.accounts.accounts import ApiKey, Org, Session, SpentToken
 from batchroute.domain.stored import from_stored
 from batchroute.errors import Conflict
 from batchroute.transactions import TransactItem
+
+# The sort key prefix of an org's copy of each of its API keys (module doc).
+_KEY_COPY = "APIKEY#"
 
 
 class EmailTaken(Conflict):
@@ -72,14 +85,18 @@ class IdentityStore(DynamoStore):
             condition=NEW,
         )
 
-    def key_item(self, key: ApiKey) -> TransactItem:
-        return self._org_listed(
-            f"KEY#{key.key_hash}",
-            "api_key",
-            key,
-            listed_as=f"KEY#{key.key_id}",
-            condition=NEW,
-        )
+    def key_items(self, key: ApiKey) -> list[TransactItem]:
+        """The key where requests find it by hash, and its org's copy (module doc)."""
+        return [
+            self._org_listed(
+                f"KEY#{key.key_hash}", "api_key", key, listed_as=f"KEY#{key.key_id}", condition=NEW
+            ),
+            self._key_copy(key, condition=NEW),
+        ]
+
+    def _key_copy(self, key: ApiKey, *, condition: str | None = None) -> TransactItem:
+        copy = org_item(key.org_id, f"{_KEY_COPY}{key.key_id}", "api_key_copy")
+        return self._put({**copy, **asdict(key)}, condition=condition)
 
     def _org_listed(
         self, pk: str, kind: str, record: User | ApiKey, *, listed_as: str, condition: str | None = None
@@ -95,7 +112,7 @@ class IdentityStore(DynamoStore):
         """Org, owner user, email claim, optional first key and any extra items (the wallet), at once."""
         items = [self.email_claim_item(user), self.user_item(user), self.org_item(org)]
         if api_key is not None:
-            items.append(self.key_item(api_key))
+            items.extend(self.key_items(api_key))
         items.extend(extra or [])
         if not transact_unless_refused(self.dynamodb, items, 0, or_unnamed=True):
             raise EmailTaken("An account with this email already exists.")
@@ -170,23 +187,37 @@ class IdentityStore(DynamoStore):
 
     # -- API keys ------------------------------------------------------------------------
     def put_key(self, key: ApiKey) -> None:
-        self.dynamodb.put_item(**self.key_item(key)["Put"])
+        self.dynamodb.transact_write_items(TransactItems=self.key_items(key))
 
     def key_by_hash(self, key_hash: str) -> ApiKey | None:
         item = self._get(f"KEY#{key_hash}")
         return from_stored(ApiKey, item) if item else None
 
     def keys_of(self, org_id: str) -> list[ApiKey]:
-        return [from_stored(ApiKey, i) for i in self._query_gsi1(f"ORG#{org_id}", "KEY#")]
+        """The org's keys: their copies, read consistently, and any key from before the copies."""
+        copies = self.query_all(prefix_query(self.table_name, org_pk(org_id), _KEY_COPY, ConsistentRead=True))
+        keys = {str(i["key_id"]): from_stored(ApiKey, i) for i in copies}
+        for item in self._query_gsi1(org_pk(org_id), "KEY#"):
+            keys.setdefault(str(item["key_id"]), from_stored(ApiKey, item))
+        return list(keys.values())
 
-    def revoke_key(self, key_hash: str, at: str) -> bool:
-        """False when the key was already revoked."""
-        return self.update_where(
-            _meta_key(f"KEY#{key_hash}"),
+    def key_of(self, org_id: str, key_id: str) -> ApiKey | None:
+        """The org's key `key_id` as it stands (its copy, or a key from before the copies)."""
+        copy = self.item_at(org_key(org_id, f"{_KEY_COPY}{key_id}"))
+        if copy is not None:
+            return from_stored(ApiKey, copy)
+        return next((k for k in self.keys_of(org_id) if k.key_id == key_id), None)
+
+    def revoke_key(self, key: ApiKey, at: str) -> bool:
+        """Revoke the key and its copy at once; False when it was already revoked."""
+        revoke = update_request(
+            self.table_name,
+            _meta_key(f"KEY#{key.key_hash}"),
             "SET revoked_at = :at",
             condition="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
             values={":at": at},
         )
+        return self.transact([{"Update": revoke}, self._key_copy(replace(key, revoked_at=at))])
 
     # -- sessions ------------------------------------------------------------------------
     def put_session(self, session: Session) -> None:

@@ -29,7 +29,9 @@ class KeyStore(Protocol):
 
     def keys_of(self, org_id: str) -> list[ApiKey]: ...
 
-    def revoke_key(self, key_hash: str, at: str) -> bool: ...
+    def key_of(self, org_id: str, key_id: str) -> ApiKey | None: ...
+
+    def revoke_key(self, key: ApiKey, at: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,8 @@ class ApiKeys:
         require_user_session(principal)
         authorize(principal, "keys:manage")
         # Keys are found within the caller's org only: another org's key id is simply unknown.
-        key = next((k for k in self.store.keys_of(principal.org_id) if k.key_id == key_id), None)
+        key = self.store.key_of(principal.org_id, key_id)
         if key is None:
             raise NotFound("No such API key.", code="api_key_not_found")
         authorize_grant(principal, key.role)
-        self.store.revoke_key(key.key_hash, isoformat(self.clock.now()))
+        self.store.revoke_key(key, isoformat(self.clock.now()))
