@@ -15,6 +15,8 @@ The document describes each of these in prose only; the API answers them with 40
 - a `tool` message answers a call of an earlier assistant message;
 - `tool_choice` names a function the body declares;
 - `top_logprobs` needs `logprobs: true`;
+- Chat Completions' `parallel_tool_calls` needs `tools` ("'parallel_tool_calls' is only
+  allowed when 'tools' are specified");
 - an embeddings `input` holds no empty string.
 
 `rule_violations(operation, body)` is [] for a body that keeps them, else each as a
@@ -84,6 +86,12 @@ def _chat(body: Mapping[str, Any]) -> Iterator[Violation]:
         yield from _declared(choice["function"].get("name"), functions)
     if body.get("top_logprobs") is not None and body.get("logprobs") is not True:
         yield Violation("top_logprobs", "Invalid value for 'top_logprobs': 'logprobs' must be set to true.")
+    if "parallel_tool_calls" in body and not body.get("tools"):
+        yield Violation(
+            "parallel_tool_calls",
+            "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when "
+            "'tools' are specified.",
+        )
 
 
 def _tool_answers(messages: list[Mapping[str, Any]]) -> Iterator[Violation]:

@@ -290,6 +290,9 @@ BAD_CHAT_BODIES = [
         {"tools": [{"type": "function", "function": {"name": "a b"}}]}, "tools[0].function.name", id="name"
     ),
     pytest.param({"top_logprobs": 2}, "top_logprobs", id="top-logprobs-without-logprobs"),
+    pytest.param(
+        {"parallel_tool_calls": False}, "parallel_tool_calls", id="parallel-tool-calls-without-tools"
+    ),
 ]
 
 

@@ -164,6 +164,37 @@ def test_a_penalty_routes_to_the_lanes_that_take_one(client: TestClient, org: Te
     assert client.post("/v1/chat/completions", json=chat, headers=org.key_headers()).status_code == 200
 
 
+def test_parallel_tool_calls_false_routes_to_the_lanes_that_can_say_it(
+    client: TestClient, org: TestOrg
+) -> None:
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+
+    def quoted(model: str, **extra: Any) -> Any:
+        said = {"messages": [{"role": "user", "content": "hi"}], "parallel_tool_calls": False, **extra}
+        return client.post(
+            "/v1/quotes/model",
+            json={"items": [{**_item(0, model), "input": said}]},
+            headers=org.key_headers(),
+        )
+
+    # Beside tools, among Llama's lanes only Groq's can be told to make one call at most
+    llama = {lane["lane_id"]: lane for lane in quoted(LLAMA, tools=[tool]).json()["quote_lanes"]}
+    assert llama[f"together/{LLAMA}"]["rejection"]["details"]["missing"] == ["serial_tool_calls"]
+    assert llama[f"groq/{LLAMA}"].get("rejection", {}).get("code") != "capability_missing"
+    # Gemini has no such switch: refused naming it; without tools it constrains nothing
+    (issue,) = quoted("gemini-2.0-flash", tools=[tool]).json()["error"]["details"]["preflight"]["errors"]
+    assert issue["code"] == "capability_not_supported" and "serial_tool_calls" in issue["message"]
+    assert quoted("gemini-2.0-flash").status_code == 200
+    # And a chat completion with it is answered (OpenAI's emulator checks the body it is sent)
+    chat = {
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [tool],
+        "parallel_tool_calls": False,
+    }
+    assert client.post("/v1/chat/completions", json=chat, headers=org.key_headers()).status_code == 200
+
+
 def test_preflight_collects_every_issue(client: TestClient, org: TestOrg) -> None:
     # Given an unknown model, a missing field and a duplicate id
     items = [

@@ -254,6 +254,8 @@ def chat_inputs(draw: st.DrawFn, *, images: bool) -> dict[str, Any]:
         choices += [{"type": h["type"]} for h in hosted]
         if draw(st.booleans()):
             body["tool_choice"] = draw(st.sampled_from(choices))
+    if draw(st.booleans()):  # with tools or without (then it constrains nothing and is not sent)
+        body["parallel_tool_calls"] = draw(st.booleans())
     if draw(st.booleans()):
         body.update(draw(output_formats(responses_dialect)))
     if not hosted and draw(st.booleans()):  # the Responses API (hosted tools) has no stop

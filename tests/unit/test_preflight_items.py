@@ -189,6 +189,22 @@ def test_a_seed_needs_lanes_that_take_one() -> None:
     assert "seed" not in facts_of(item(0, input=chat_input(temperature=0))).capabilities
 
 
+def test_parallel_tool_calls_false_beside_tools_needs_lanes_that_take_it() -> None:
+    # OpenAI, Anthropic and Groq can be told to make one tool call at most; Gemini cannot
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    serial = facts_of(item(0, input=chat_input(tools=tools, parallel_tool_calls=False)))
+    assert "serial_tool_calls" in serial.capabilities
+    hosted = facts_of(item(0, input=chat_input(tools=[{"type": "web_search"}], parallel_tool_calls=False)))
+    assert "serial_tool_calls" in hosted.capabilities
+    # Without tools, under tool_choice none, or true (the default), it constrains nothing
+    for idle in (
+        chat_input(parallel_tool_calls=False),
+        chat_input(tools=tools, tool_choice="none", parallel_tool_calls=False),
+        chat_input(tools=tools, parallel_tool_calls=True),
+    ):
+        assert "serial_tool_calls" not in facts_of(item(0, input=idle)).capabilities
+
+
 # -- what every lane's vendor can be sent (issue 26): refused here, never dropped later -------------
 def problems_of(input_: dict[str, Any], *, operation: str = "responses") -> list[tuple[str, str]]:
     facts, problems = read_item(item(0, operation=operation, input=input_))
@@ -288,6 +304,9 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
         (chat_input(logprobs=True), ("unsupported_parameter", "input.logprobs")),
         (chat_input(logprobs=0), ("unsupported_parameter", "input.logprobs")),
         (chat_input(n=2), ("unsupported_parameter", "input.n")),
+        # parallel_tool_calls is OpenAI's boolean (not null, not 0)
+        (chat_input(parallel_tool_calls=None), ("invalid_field", "input.parallel_tool_calls")),
+        (chat_input(parallel_tool_calls=0), ("invalid_field", "input.parallel_tool_calls")),
         # a seed wider than Gemini's 32 bits, or beside hosted tools (the Responses API has none)
         (chat_input(seed=2**31), ("invalid_field", "input.seed")),
         (chat_input(seed=True), ("invalid_field", "input.seed")),

@@ -1189,9 +1189,11 @@ def test_tools_bedrock_cannot_run_are_refused(payload: dict[str, Any], code: str
         assert raised.value.code == code
 
 
-def test_a_seed_or_a_message_name_is_refused_never_dropped() -> None:
+def test_a_seed_a_message_name_or_serial_tool_calls_are_refused_never_dropped() -> None:
     named = {"messages": [{"role": "user", "content": "Hi", "name": "ann"}]}
-    for payload in ({"input": "Hi", "seed": 7}, named):
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    serial = {"input": "Hi", "tools": [tool], "parallel_tool_calls": False}  # Converse has no switch
+    for payload in ({"input": "Hi", "seed": 7}, named, serial):
         for model in (HAIKU_35, LLAMA_33):
             for build in (transform.converse_request, transform.batch_record):
                 with pytest.raises(PermanentProviderError) as raised:

@@ -1158,6 +1158,11 @@ def test_hosted_tool_choices_translated(
             "not a JSON object",
         ),
         ({"input": "x", "seed": 2**31}, "unsupported_parameter", "32-bit"),
+        (
+            {"input": "x", "tools": [{"type": "function", "name": "f"}], "parallel_tool_calls": False},
+            "unsupported_parameter",
+            "parallel_tool_calls",
+        ),
         ({"input": "x", "tools": [{"type": "function", "name": "1st"}]}, "unsupported_parameter", "'1st'"),
         (
             {"input": "x", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]},

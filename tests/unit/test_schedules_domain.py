@@ -262,6 +262,38 @@ def test_golden_set_parses_and_names_bad_fields() -> None:
             },
             "golden_set.items[0].input.stop",
         ),
+        (  # nor a penalty, which only OpenAI's and some hosts' lanes take
+            {
+                **good,
+                "items": [
+                    {
+                        "input": {
+                            "messages": [{"role": "user", "content": "a"}],
+                            "frequency_penalty": 0,
+                            "presence_penalty": 1,
+                        },
+                        "expected": "b",
+                    }
+                ],
+            },
+            "golden_set.items[0].input.presence_penalty",
+        ),
+        (  # nor parallel_tool_calls false beside tools (OpenAI's, Anthropic's and Groq's lanes)
+            {
+                **good,
+                "items": [
+                    {
+                        "input": {
+                            "messages": [{"role": "user", "content": "a"}],
+                            "tools": [{"type": "function", "function": {"name": "f"}}],
+                            "parallel_tool_calls": False,
+                        },
+                        "expected": "b",
+                    }
+                ],
+            },
+            "golden_set.items[0].input.parallel_tool_calls",
+        ),
         ({**good, "threshold": 2}, "golden_set.threshold"),
         ({**good, "extra": 1}, "golden_set.extra"),
     ]

@@ -454,3 +454,64 @@ def test_hosted_tools_beside_tool_choice_none_route_anywhere_and_are_not_sent(mo
     # While with tool_choice auto only the lanes that run web search may take it
     raw["input"]["tool_choice"] = "auto"
     assert all("web_search" in lane.hosted_tools for lane in routable_lanes(raw))
+
+
+# -- parallel_tool_calls false: one tool call at most, said in each vendor's words ------------------
+def _sent(raw: dict[str, Any], lane: Lane) -> list[tuple[str, Any]]:
+    endpoint = DEPLOYMENT.endpoint(lane.provider)
+    assert endpoint is not None
+    return contract(endpoint.adapter).outgoing(
+        provider_request(raw, lane), endpoint, lane_max_output_tokens=lane.max_output_tokens
+    )
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+
+
+def _serial_item(model: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    said = {
+        "messages": [{"role": "user", "content": "Weather?"}],
+        "tools": tools,
+        "parallel_tool_calls": False,
+    }
+    return {"customer_item_id": "a", "operation": "responses", "model": model, "input": said}
+
+
+@pytest.mark.parametrize(
+    ("model", "tools", "providers"),
+    [
+        ("gpt-4o-mini", [WEATHER], {"openai"}),
+        ("gpt-4o-mini", [{"type": "web_search"}], {"openai"}),  # the Responses API's own switch
+        ("claude-sonnet-4", [WEATHER], {"anthropic"}),
+        ("meta-llama/Llama-3.3-70B-Instruct", [WEATHER], {"groq"}),
+    ],
+)
+def test_parallel_tool_calls_false_reaches_only_lanes_that_can_say_it(
+    model: str, tools: list[dict[str, Any]], providers: set[str]
+) -> None:
+    raw = _serial_item(model, tools)
+    lanes = routable_lanes(raw)
+    # Only the lanes whose API has the switch take the item (never Together, Fireworks,
+    # DeepInfra, the edges, Bedrock or Gemini), and each is sent a body its vendor takes
+    assert {lane.provider for lane in lanes} == providers
+    assert [problem for lane in lanes for problem in violations_on(raw, lane)] == []
+    switch = {"anthropic": '"tool_choice": {"type": "auto", "disable_parallel_tool_use": true}'}
+    for lane in lanes:
+        sent = [body for operation, body in _sent(raw, lane) if operation not in JOB_OPERATIONS]
+        assert sent  # whole, streamed and in a batch: each says it
+        for body in sent:
+            assert switch.get(lane.provider, '"parallel_tool_calls": false') in json.dumps(body), lane.lane_id
+
+
+def test_parallel_tool_calls_false_without_tools_is_not_sent_and_routes_anywhere() -> None:
+    model = "meta-llama/Llama-3.3-70B-Instruct"
+    raw = _serial_item(model, [])
+    del raw["input"]["tools"]
+    lanes = routable_lanes(raw)
+    assert {lane.lane_id for lane in lanes} == {
+        lane.lane_id for lane in CATALOG.lanes_for(model) if DEPLOYMENT.endpoint(lane.provider)
+    }
+    for lane in lanes:
+        text = json.dumps([body for _, body in _sent(raw, lane)])
+        assert "parallel" not in text, lane.lane_id
+    assert [problem for lane in lanes for problem in violations_on(raw, lane)] == []

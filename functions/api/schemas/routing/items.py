@@ -328,7 +328,6 @@ class InertKeys(BaseModel):
     store: bool | None = Field(default=None, description=_INERT)
     n: Literal[1] = Field(default=1, description=_INERT)
     stream: Literal[False] = Field(default=False, description=_INERT)
-    parallel_tool_calls: Literal[True] = Field(default=True, description=_INERT)
     # OpenAI's defaults, as clients send them unasked (any other value is refused)
     logprobs: Literal[False] = Field(default=False, description=_INERT)
     presence_penalty: Annotated[float, Field(ge=-2, le=2)] = Field(default=0, description=_PENALTY)
@@ -371,6 +370,11 @@ class ChatOptions(InertKeys):
     )
     seed: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] | None = Field(
         default=None, description="routes only to lanes offering seed (not Claude's, nor Bedrock's)"
+    )
+    parallel_tool_calls: bool = Field(
+        default=True,
+        description="false, beside tools, routes only to lanes offering serial_tool_calls "
+        "(OpenAI's, Anthropic's, Groq's): at most one tool call an answer",
     )
     max_output_tokens: OutputTokens | None = None
     max_completion_tokens: OutputTokens | None = None
@@ -427,6 +431,7 @@ class EmbeddingInput(InertKeys):
     text: EmbeddingText | None = Field(default=None, description="What to embed when `input` is left out")
     dimensions: Annotated[int, Field(ge=1)] | None = None
     encoding_format: Literal["float"] = Field(default="float", description="Embeddings come back as floats")
+    parallel_tool_calls: Literal[True] = Field(default=True, description=_INERT)
 
 
 def _input_by_operation(schema: dict[str, Any]) -> None:

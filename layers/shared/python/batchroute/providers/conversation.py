@@ -18,6 +18,8 @@ of input items). `conversation(input)` turns either into a `Conversation`:
   with the settings the item gave them; none under `tool_choice: none` (no tool may run, and
   routing needs none: domain/routing/items.py);
 - `tool_choice`: `ToolChoice` (auto, none, required, one function, one hosted tool);
+- `serial_tools`: at most one tool call an answer (`parallel_tool_calls: false` beside tools
+  that may run; without any, or under `tool_choice: none`, it constrains nothing: False);
 - `options`: the sampling options (temperature, top_p, seed; `stop` as a list);
 - `response_format`: a structured-output request in chat-completions form.
 
@@ -98,6 +100,7 @@ class Conversation:
     functions: tuple[FunctionTool, ...] = ()
     hosted_tools: tuple[HostedToolUse, ...] = ()
     tool_choice: ToolChoice | None = None
+    serial_tools: bool = False
 
     def chat_tools(self) -> list[dict[str, Any]]:
         """The function tools as Chat Completions declares them."""
@@ -168,6 +171,9 @@ def conversation(payload: Mapping[str, Any]) -> Conversation:
         functions=functions,
         hosted_tools=hosted,
         tool_choice=choice,
+        serial_tools=payload.get("parallel_tool_calls") is False
+        and bool(functions or hosted)
+        and (choice is None or choice.mode != "none"),
     )
 
 

@@ -96,6 +96,8 @@ _CAPABILITY_NAMES: Final = {
     "seed": "a seed (seed: Anthropic's models take none; leave it out, or use another model)",
     "penalties": "a frequency or presence penalty (penalties: offered on OpenAI's and some open-weight "
     "hosts' lanes only; leave it out or at 0, or use another model)",
+    "serial_tool_calls": "parallel_tool_calls false (serial_tool_calls: offered on OpenAI's, Anthropic's "
+    "and Groq's lanes only; leave it out or true, or use another model)",
 }
 
 

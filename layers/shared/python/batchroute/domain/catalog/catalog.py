@@ -28,6 +28,7 @@ SlaTier = Literal["flex", "standard", "priority"]
 # `whitespace_stop`: a stop sequence of whitespace alone, `"\n"` (not Anthropic's models).
 # `seed`: a sampling seed (not Anthropic's models, nor Bedrock's lanes).
 # `penalties`: a non-zero frequency or presence penalty (OpenAI and the hosts that document one).
+# `serial_tool_calls`: `parallel_tool_calls: false` beside tools (OpenAI, Anthropic, Groq).
 RuntimeCapability = Literal[
     "tool_calling",
     "structured_outputs",
@@ -43,6 +44,7 @@ RuntimeCapability = Literal[
     "whitespace_stop",
     "seed",
     "penalties",
+    "serial_tool_calls",
 ]
 HostedTool = Literal["web_search", "python_execution", "calculator", "time", "file_search", "retrieval"]
 

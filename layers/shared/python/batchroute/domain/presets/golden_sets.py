@@ -27,16 +27,28 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import Catalog
-from batchroute.domain.routing.items import SEED, WHITESPACE_STOP, read_item
+from batchroute.domain.routing.items import (
+    PENALTIES,
+    PENALTY_KEYS,
+    SEED,
+    SERIAL_TOOL_CALLS,
+    WHITESPACE_STOP,
+    read_item,
+)
 from batchroute.errors import InvalidRequest
 from batchroute.money import MoneyView
 
 ScorerKind = Literal["exact", "contains", "json_field", "numeric"]
 SCORERS: Final[tuple[str, ...]] = ("exact", "contains", "json_field", "numeric")
 MAX_GOLDEN_ITEMS: Final = 50
-# What an item may hold that routes it to some lanes only (the capability, the input's key): a
-# golden item is answered on every candidate lane, so it may hold none of these.
-LANE_SPECIFIC: Final = ((WHITESPACE_STOP, "stop"), (SEED, "seed"))
+# What an item may hold that routes it to some lanes only (the capability -> the input's keys
+# that ask for it): a golden item is answered on every candidate lane, so it may hold none.
+LANE_SPECIFIC: Final[dict[str, tuple[str, ...]]] = {
+    WHITESPACE_STOP: ("stop",),
+    SEED: ("seed",),
+    PENALTIES: PENALTY_KEYS,
+    SERIAL_TOOL_CALLS: ("parallel_tool_calls",),
+}
 # The items' inputs and expected answers, as compact UTF-8 JSON: a golden set is kept in its
 # schedule's or preset's DynamoDB items (400 KB each, beside a 32,000-character system prompt).
 MAX_GOLDEN_ITEMS_BYTES: Final = 200 * 1024
@@ -298,18 +310,19 @@ def _items(raw: object, scorer: Scorer, field: str) -> tuple[GoldenItem, ...]:
         payload = entry.get("input")
         if isinstance(payload, str):
             payload = {"messages": [{"role": "user", "content": payload}]}
-        messages = payload.get("messages") if isinstance(payload, Mapping) else None
-        if not isinstance(messages, list) or not messages:
+        said = payload if isinstance(payload, Mapping) else {}
+        if not isinstance(said.get("messages"), list) or not said["messages"]:
             raise _invalid(f"{where}.input", "input is a prompt (a string) or {messages: [...]}.")
         # What a batch item's input may hold, a golden item's may: it is sent to the same lanes
         facts, problems = read_item(
-            {"customer_item_id": "golden", "operation": "responses", "model": "golden", "input": payload}
+            {"customer_item_id": "golden", "operation": "responses", "model": "golden", "input": said}
         )
         if problems:
             raise _invalid(f"{where}.{problems[0].field}", problems[0].message)
         # ... and to every lane of its model, so nothing only some of them take
-        for capability, key in LANE_SPECIFIC:
+        for capability, keys in LANE_SPECIFIC.items():
             if facts is not None and capability in facts.capabilities:
+                key = next((k for k in keys if said.get(k)), keys[0])  # a penalty: the non-zero one
                 raise _invalid(
                     f"{where}.input.{key}",
                     f"input.{key} is not taken in a golden item: it runs on every lane of its model, "
@@ -328,7 +341,7 @@ def _items(raw: object, scorer: Scorer, field: str) -> tuple[GoldenItem, ...]:
             raise _invalid(
                 f"{where}.expected", f"expected is at most {MAX_EXPECTED_CHARS} characters of JSON."
             )
-        items.append(GoldenItem(input=dict(payload), expected=expected))  # type: ignore[arg-type]
+        items.append(GoldenItem(input=dict(said), expected=expected))
     return tuple(items)
 
 

@@ -62,6 +62,7 @@ _CAPABILITY_MATCHES: Final[dict[str, frozenset[str]]] = {
     "whitespace_stop": frozenset({"whitespace_stop"}),
     "seed": frozenset({"seed"}),
     "penalties": frozenset({"penalties"}),
+    "serial_tool_calls": frozenset({"serial_tool_calls"}),
 }
 
 

@@ -15,7 +15,7 @@ Gemini does not take, `embedding_dimensions` for an embeddings item's `dimension
 `functions_with_hosted_tools` for functions and hosted tools in one item,
 `tools_with_json_output` for tools declared beside a JSON answer format, `whitespace_stop`
 for a stop sequence of whitespace alone, `seed` for a seed, `penalties` for a non-zero
-frequency or presence penalty).
+frequency or presence penalty, `serial_tool_calls` for `parallel_tool_calls: false` beside tools).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
 the preflight prefixes it with `items[<index>]`.
 """
@@ -74,6 +74,12 @@ SEED_RANGE: Final = (-(2**31), 2**31 - 1)
 # document them take one; Anthropic and Bedrock have none.
 PENALTIES: Final = "penalties"
 PENALTY_KEYS: Final = ("frequency_penalty", "presence_penalty")
+# `parallel_tool_calls: false` beside tools (at most one tool call an answer): OpenAI's APIs
+# take it, Anthropic as `tool_choice.disable_parallel_tool_use`, Groq documents it; Gemini and
+# Bedrock's Converse have no such switch, and the other hosts do not document one, so an item
+# with it routes only to lanes that offer this. Without tools, or under `tool_choice: none`,
+# it constrains nothing and is not sent (as `true`, the default, never is).
+SERIAL_TOOL_CALLS: Final = "serial_tool_calls"
 # The sampling options OpenAI's Responses API, which runs the hosted tools, has none of: an
 # item with hosted tools may not set them (a penalty of 0, the default, sets nothing).
 NOT_WITH_HOSTED_TOOLS: Final = ("stop", "seed", *PENALTY_KEYS)
@@ -114,6 +120,7 @@ _CHAT_KEYS: Final = frozenset(
         "seed",
         "frequency_penalty",
         "presence_penalty",
+        "parallel_tool_calls",
         "max_output_tokens",
         "max_completion_tokens",
         "max_tokens",
@@ -673,6 +680,16 @@ def _read_tools(payload: dict[str, object], found: _Estimate, problems: list[Ite
         _read_tool_choice(choice, functions, found, problems)
     if choice == "none":  # no tool may run: its hosted tools are not sent (providers/conversation.py)
         found.tools.clear()
+    if "parallel_tool_calls" in payload:
+        parallel = payload["parallel_tool_calls"]
+        if not isinstance(parallel, bool):
+            problems.append(
+                _shape(
+                    "invalid_field", "input.parallel_tool_calls", "parallel_tool_calls must be true or false."
+                )
+            )
+        elif not parallel and choice != "none" and (functions or found.tools):
+            found.capabilities.add(SERIAL_TOOL_CALLS)
     if functions and found.tools:
         found.capabilities.add(FUNCTIONS_WITH_HOSTED_TOOLS)  # Gemini 2.x refuses the mix
         for name in sorted(functions & _VENDOR_TOOL_NAMES):

@@ -45,6 +45,8 @@ What Anthropic cannot take is refused with PermanentProviderError `unsupported_p
                                              (auto / none without tools: left out)
     tool_choice {function: {name}}        -> {type: tool, name} (a declared function only)
     tool_choice a hosted tool             -> {type: tool, name: its server tool's name}
+    parallel_tool_calls false (tools)     -> tool_choice.disable_parallel_tool_use: true (the
+                                             choice given, else {type: auto})
     a json_schema output format           -> output_config.format {type: json_schema, schema}
     a json_object output format           -> an instruction joining the system prompt (Anthropic
                                              takes a schema or nothing)
@@ -182,6 +184,8 @@ def messages_body(
         choice = _choice(talk.tool_choice, tools)
         if choice is not None:
             body["tool_choice"] = choice
+    if talk.serial_tools and tools:  # serial_tools: a choice other than none (conversation.py)
+        body["tool_choice"] = {**body.get("tool_choice", {"type": "auto"}), "disable_parallel_tool_use": True}
     if talk.response_format is not None and not json_object:
         body["output_config"] = {"format": output_format(talk.response_format)}
     if request.cache_prefix:

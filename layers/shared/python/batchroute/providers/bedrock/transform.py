@@ -40,9 +40,8 @@ model and the service's documented rules: batchroute_tools/contracts/bedrock.py)
     response_format json_schema              -> outputConfig.textFormat for a model with
                                                 structured output (none in the catalog); else
                                                 the schema, as an instruction in the system prompt
-    seed, a message's name                   -> refused: unsupported_parameter (no Bedrock
-                                                body has either; the preflight refuses them
-                                                first)
+    seed, penalties, a message's name,       -> refused: unsupported_parameter (no Bedrock
+    parallel_tool_calls false                   body has any of them; routing sends none here)
 
 A conversation Bedrock cannot take is refused before anything is sent: one that does not
 start with a user's turn or has no text (invalid_conversation), a tool message that answers
@@ -270,12 +269,18 @@ def _refuse_embeddings(request: base.ProviderRequest) -> None:
         )
 
 
-def _refuse_seed(talk: Conversation) -> None:
-    """No Bedrock body has a seed or OpenAI's penalties: one is refused, never dropped
-    (routing sends none here: Bedrock's lanes offer neither `seed` nor `penalties`)."""
+def _refuse_unsayable(talk: Conversation) -> None:
+    """No Bedrock body has a seed, OpenAI's penalties or a parallel tool use switch: one is
+    refused, never dropped (routing sends none here: Bedrock's lanes offer neither `seed`,
+    `penalties` nor `serial_tool_calls`)."""
     for option in ("seed", *PENALTY_KEYS):
         if talk.options.get(option) is not None:
             raise base.PermanentProviderError(f"Bedrock takes no {option}", code="unsupported_parameter")
+    if talk.serial_tools:
+        raise base.PermanentProviderError(
+            "Bedrock takes no parallel_tool_calls: false (Converse has no such switch)",
+            code="unsupported_parameter",
+        )
 
 
 # -- the conversation, vendor-neutral ----------------------------------------------------
@@ -563,7 +568,7 @@ def converse_request(request: base.ProviderRequest) -> dict[str, Any]:
     """The keyword arguments of boto3's `converse` / `converse_stream` for one request."""
     _refuse_embeddings(request)
     talk = conversation(request.input)
-    _refuse_seed(talk)
+    _refuse_unsayable(talk)
     traits = model_traits(request.provider_model_id)
     family = _family_of(request.provider_model_id)
     turns = _model_turns(request, talk, traits)
@@ -893,7 +898,7 @@ def batch_record(request: base.ProviderRequest) -> dict[str, Any]:
     """One line of a batch inference input file."""
     _refuse_embeddings(request)
     talk = conversation(request.input)
-    _refuse_seed(talk)
+    _refuse_unsayable(talk)
     if model_family(request.provider_model_id) == "anthropic":
         body = anthropic_body(request, talk)
     else:

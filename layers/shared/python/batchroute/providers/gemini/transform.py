@@ -38,6 +38,9 @@ Field map, requests (ours -> Gemini, REST JSON of API version v1beta):
     tool_choice a hosted tool            -> the tool declared, NONE for the functions (Gemini
                                             cannot force a built-in tool); `none` leaves the
                                             hosted tools out
+    parallel_tool_calls false (tools),   -> refused: unsupported_parameter (Gemini has no
+    penalties                               such switch; penalties are not mapped); routing
+                                            sends neither here
     embeddings input (string | [strings])-> embedContent {content} | batchEmbedContents
                                             {requests: [{model, content}]}; dimensions ->
                                             outputDimensionality
@@ -424,6 +427,10 @@ def _tools(talk: Conversation) -> tuple[list[dict[str, Any]], dict[str, Any] | N
     keeps the functions from being called (NONE), `required` without functions leaves the
     model free, and under `none` the normal form holds no hosted tool (providers/conversation.py;
     docs/providers.md, Google Gemini)."""
+    if talk.serial_tools:  # routing sends none here: Google's lanes do not offer `serial_tool_calls`
+        raise base.PermanentProviderError(
+            "Gemini takes no parallel_tool_calls: false (it has no such switch)", code="unsupported_parameter"
+        )
     choice = talk.tool_choice
     hosted = list(talk.hosted_tools)
     if choice is not None and choice.mode == "hosted" and all(h.name != choice.name for h in hosted):

@@ -22,15 +22,18 @@ Responses API (the preflight refuses them beside hosted tools, so this is a safe
 
 Field map, Chat Completions (ours -> OpenAI): the messages (providers/conversation.py) ->
 `messages` with the system text first; `max_output_tokens` -> `max_completion_tokens` /
-`max_tokens`; temperature, top_p (when the model samples), stop, seed -> the same names;
-function tools and tool_choice in chat form; a structured-output format -> `response_format`.
+`max_tokens`; temperature, top_p (when the model samples), stop, seed, penalties -> the same
+names; function tools and tool_choice in chat form, `parallel_tool_calls: false` beside them
+(`serial_tools`; true, the default, is not sent); a structured-output format ->
+`response_format`.
 
 Field map, Responses API: the system text -> `instructions`; messages -> `input` items (user
 text and images as `input_text` / `input_image` parts, assistant text as a message, tool calls
 as `function_call` items, tool answers as `function_call_output` items); `max_output_tokens`
 -> `max_output_tokens` (at least 16, the API's minimum); temperature, top_p (when the model
 samples); function tools flat, hosted tools from catalog/data/hosted_tools.toml with the
-item's settings merged; tool_choice in Responses form; a structured-output format ->
+item's settings merged; tool_choice in Responses form; `parallel_tool_calls: false` beside
+tools (`serial_tools`); a structured-output format ->
 `text.format`; `store: false` (the service keeps no vendor-side state).
 
 Embeddings: `input` (or `text`) -> `input`; `dimensions` when the item sets it. One input (a
@@ -124,6 +127,8 @@ def chat_body(
         body["tools"] = talk.chat_tools()
         if talk.tool_choice is not None:
             body["tool_choice"] = talk.tool_choice.chat()
+        if talk.serial_tools:
+            body["parallel_tool_calls"] = False
     elif talk.tool_choice is not None and talk.tool_choice.mode in ("required", "function"):
         raise Inexpressible("tool_choice asks for a tool, and the item declares none")
     if request.max_output_tokens > 0:
@@ -170,6 +175,8 @@ def responses_body(request: base.ProviderRequest, *, stream: bool = False) -> di
         body["tools"] = tools
         if talk.tool_choice is not None:
             body["tool_choice"] = responses_tool_choice(talk.tool_choice)
+        if talk.serial_tools:
+            body["parallel_tool_calls"] = False
     elif talk.tool_choice is not None and talk.tool_choice.mode not in ("auto", "none"):
         raise Inexpressible("tool_choice asks for a tool, and the item declares none")
     if request.max_output_tokens > 0:
