@@ -18,10 +18,26 @@ from rich.text import Text
 
 from batchroute_client.cli.inputs import item_index
 from batchroute_client.errors import APIError, UnexpectedResponse
-from batchroute_client.models import Batch, BillingReceipt, Item, Money, Quote, Schedule, ScheduleRun, Usage
+from batchroute_client.models import (
+    Batch,
+    BillingReceipt,
+    GoldenSetRun,
+    Item,
+    Money,
+    Quote,
+    Schedule,
+    ScheduleRun,
+    Usage,
+)
 from batchroute_client.money import money_text
 
-STATE_STYLES = {"completed": "green", "failed": "red", "expired": "red", "canceled": "yellow"}
+STATE_STYLES = {
+    "completed": "green",
+    "passed": "green",
+    "failed": "red",
+    "expired": "red",
+    "canceled": "yellow",
+}
 
 
 def out(width: int | None = None) -> Console:
@@ -349,8 +365,9 @@ def schedule_view(schedule: Schedule) -> Grid:
             ("expression", f"{schedule.expression} ({schedule.time_zone})"),
             ("next fire", schedule.next_fire_at or "-"),
             ("last fire", schedule.last_fire_at or "-"),
-            ("input", source.get("file_id") or f"{source.get('target_id')}/{source.get('prefix')}"),
+            ("input", source.get("file_id") or f"{source.get('delivery_target_id')}/{source.get('prefix')}"),
             ("version", str(schedule.version)),
+            *([("golden set", schedule.golden_set.get("model"))] if schedule.golden_set else []),
             *([("excluded", ", ".join(excluded))] if excluded else []),
         ]
     )
@@ -363,6 +380,31 @@ def schedules_table(schedules: Iterable[Schedule]) -> Grid:
         for s in schedules
     ]
     return Grid(columns, rows, title="Schedules")
+
+
+def benchmark_table(run: GoldenSetRun) -> Grid:
+    """A golden-set run's score per lane, as its title says when and at what threshold."""
+    columns = [
+        Col("lane", flex=True),
+        Col("score", justify="right"),
+        Col("passed"),
+        Col("items", justify="right", drop=1),
+        Col("errors", drop=2),
+        Col("cost", justify="right"),
+    ]
+    rows: list[list[Cell]] = [
+        [
+            lane.lane_id,
+            f"{lane.score:.2f}",
+            state("passed" if lane.passed else "failed"),
+            f"{lane.items_passed}/{lane.items_total}",
+            ", ".join(sorted({e.get("code", "") for e in lane.errors})) or "-",
+            money(lane.cost),
+        ]
+        for lane in run.lanes
+    ]
+    title = f"{run.regression_id}: version {run.version}, threshold {run.threshold}"
+    return Grid(columns, rows, title=f"{title}, charged {money(run.charged)}")
 
 
 def runs_table(runs: Iterable[ScheduleRun]) -> Grid:
