@@ -11,7 +11,8 @@ The document describes each of these in prose only; the API answers them with 40
   object sets `additionalProperties: false` and lists every property in `required` ("Invalid
   schema for response_format 'x': In context=(), 'additionalProperties' is required to be
   supplied and to be false"); a Responses API function is strict unless it says otherwise;
-- a function name matches `^[a-zA-Z0-9_-]{1,64}$`;
+- a function name matches `^[a-zA-Z0-9_-]{1,64}$`, a message's name `^[a-zA-Z0-9_-]+$` ("Invalid
+  'messages[1].name': string does not match pattern");
 - a `tool` message answers a call of an earlier assistant message;
 - `tool_choice` names a function the body declares;
 - `top_logprobs` needs `logprobs: true`;
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 FUNCTION_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MESSAGE_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]+$")
 _SUBSCHEMA_MAPS: Final = ("properties", "$defs", "definitions")
 _SUBSCHEMA_LISTS: Final = ("anyOf", "oneOf", "allOf", "prefixItems")
 
@@ -81,6 +83,14 @@ def _chat(body: Mapping[str, Any]) -> Iterator[Violation]:
         if function.get("strict") is True:
             yield from _strict(function.get("parameters"), where, f"function '{function.get('name')}'")
     yield from _tool_answers(messages)
+    for index, message in enumerate(messages):
+        name = message.get("name")
+        if name is not None and not (isinstance(name, str) and MESSAGE_NAME.fullmatch(name)):
+            yield Violation(
+                f"messages[{index}].name",
+                f"Invalid 'messages[{index}].name': string does not match pattern. Expected a string "
+                "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+            )
     choice = body.get("tool_choice")
     if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
         yield from _declared(choice["function"].get("name"), functions)

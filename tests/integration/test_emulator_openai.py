@@ -293,6 +293,11 @@ BAD_CHAT_BODIES = [
     pytest.param(
         {"parallel_tool_calls": False}, "parallel_tool_calls", id="parallel-tool-calls-without-tools"
     ),
+    pytest.param(
+        {"messages": [{"role": "user", "content": "hi", "name": "Ann Lee"}]},
+        "messages[0].name",
+        id="message-name",
+    ),
 ]
 
 

@@ -260,6 +260,9 @@ def chat_inputs(draw: st.DrawFn, *, images: bool) -> dict[str, Any]:
         body.update(draw(output_formats(responses_dialect)))
     if not hosted and draw(st.booleans()):  # the Responses API (hosted tools) has no stop
         body["stop"] = draw(STOPS | st.lists(STOPS, min_size=1, max_size=4))
+    speakers = [t for t in talk if isinstance(t, dict) and t.get("role") in ("user", "assistant")]
+    if not hosted and speakers and draw(st.booleans()):  # nor a message name (OpenAI's pattern)
+        draw(st.sampled_from(speakers))["name"] = draw(st.from_regex(r"[a-zA-Z0-9_-]{1,64}", fullmatch=True))
     if not hosted and draw(st.booleans()):  # nor a seed; a seed is Gemini's int32 at most
         body["seed"] = draw(st.integers(-(2**31), 2**31 - 1))
     if not hosted and draw(st.booleans()):  # nor OpenAI's penalties (0, the default, is nothing)

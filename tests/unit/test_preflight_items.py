@@ -189,6 +189,23 @@ def test_a_seed_needs_lanes_that_take_one() -> None:
     assert "seed" not in facts_of(item(0, input=chat_input(temperature=0))).capabilities
 
 
+def test_a_message_name_needs_lanes_that_take_one() -> None:
+    # OpenAI's Chat Completions and Groq take who of several participants speaks; null is none
+    named = {
+        "messages": [{"role": "user", "content": "hi", "name": "ann"}, {"role": "assistant", "content": "x"}]
+    }
+    assert "message_names" in facts_of(item(0, input=named)).capabilities
+    spoken = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "x", "name": "bot_1"},
+        ]
+    }
+    assert "message_names" in facts_of(item(0, input=spoken)).capabilities
+    unnamed = {"messages": [{"role": "user", "content": "hi", "name": None}]}
+    assert "message_names" not in facts_of(item(0, input=unnamed)).capabilities
+
+
 def test_parallel_tool_calls_false_beside_tools_needs_lanes_that_take_it() -> None:
     # OpenAI, Anthropic and Groq can be told to make one tool call at most; Gemini cannot
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
@@ -311,10 +328,31 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
         (chat_input(seed=2**31), ("invalid_field", "input.seed")),
         (chat_input(seed=True), ("invalid_field", "input.seed")),
         (chat_input(seed=7, tools=[{"type": "web_search"}]), ("unsupported_parameter", "input.seed")),
-        # neither Anthropic, Bedrock nor OpenAI's Responses API takes a message name
+        # a message name is OpenAI's pattern, a user's or an assistant's only, and not beside
+        # hosted tools (neither Anthropic, Bedrock nor OpenAI's Responses API takes one)
         (
-            {"messages": [{"role": "user", "content": "x", "name": "ann"}]},
+            {"messages": [{"role": "user", "content": "x", "name": "Ann Lee"}]},
+            ("invalid_field", "input.messages[0].name"),
+        ),
+        (
+            {"messages": [{"role": "user", "content": "x", "name": 7}]},
+            ("invalid_field", "input.messages[0].name"),
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "developer", "content": "x", "name": "ann"},
+                    {"role": "user", "content": "y"},
+                ]
+            },
             ("unsupported_parameter", "input.messages[0].name"),
+        ),
+        (
+            {
+                "messages": [{"role": "user", "content": "x", "name": "ann"}],
+                "tools": [{"type": "web_search"}],
+            },
+            ("unsupported_parameter", "input.messages"),
         ),
         # the Responses API, which runs OpenAI's hosted tools, has no stop sequences
         (chat_input(stop="END", tools=[{"type": "web_search"}]), ("unsupported_parameter", "input.stop")),
@@ -817,7 +855,12 @@ def test_a_batch_item_takes_an_answer_as_the_sdk_sends_it_back(answer: dict[str,
         ({"content": "Hi", "annotations": {}}, "annotations", "annotations must be a list or null."),
         ({"content": "Hi", "audio": {"id": "audio_1"}}, "audio", "audio must be null"),
         ({"content": "Hi", "function_call": {"name": "f", "arguments": "{}"}}, "function_call", "tool_calls"),
-        ({"content": "Hi", "name": "bot"}, "name", "An assistant message does not take 'name'."),
+        ({"content": "Hi", "name": "the bot"}, "name", "name must be 1-64 letters, digits, _ or -"),
+        (
+            {"content": "Hi", "tool_call_id": "c1"},
+            "tool_call_id",
+            "An assistant message does not take 'tool_call_id'.",
+        ),
     ],
 )
 def test_what_no_vendor_can_be_sent_beside_an_answer_is_refused(
@@ -829,5 +872,7 @@ def test_what_no_vendor_can_be_sent_beside_an_answer_is_refused(
 
 
 def test_the_article_fits_the_role() -> None:
-    _, problems = read_item(item(0, input={"messages": [{**_USER, "name": "ann"}]}))
-    assert problems[0].message == "A user message does not take 'name'."
+    _, problems = read_item(
+        item(0, input={"messages": [{"role": "system", "content": "x", "name": "ann"}, _USER]})
+    )
+    assert problems[0].message == "A system message does not take 'name'."

@@ -294,6 +294,15 @@ def test_golden_set_parses_and_names_bad_fields() -> None:
             },
             "golden_set.items[0].input.parallel_tool_calls",
         ),
+        (  # nor a message's name (OpenAI's and Groq's lanes)
+            {
+                **good,
+                "items": [
+                    {"input": {"messages": [{"role": "user", "content": "a", "name": "x"}]}, "expected": "b"}
+                ],
+            },
+            "golden_set.items[0].input.messages",
+        ),
         ({**good, "threshold": 2}, "golden_set.threshold"),
         ({**good, "extra": 1}, "golden_set.extra"),
     ]

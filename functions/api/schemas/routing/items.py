@@ -27,6 +27,7 @@ from batchroute.domain.routing.items import (
     MAX_MODEL_ID,
     MAX_OUTPUT_REQUEST,
     MAX_STOP_SEQUENCES,
+    MESSAGE_NAME_PATTERN,
     METADATA_MAX_KEY,
     METADATA_MAX_PAIRS,
     METADATA_MAX_VALUE,
@@ -49,6 +50,14 @@ NotBlank = Annotated[str, Field(pattern=SOME_TEXT)]
 StopSequence = Annotated[str, Field(min_length=1)]
 FunctionName = Annotated[str, Field(pattern=FUNCTION_NAME_PATTERN)]
 CallId = Annotated[str, Field(pattern=CALL_ID_PATTERN)]
+MessageName = Annotated[
+    str,
+    Field(
+        pattern=MESSAGE_NAME_PATTERN,
+        description="Who of several participants of one role speaks: routes only to lanes offering "
+        "message_names (OpenAI's, Groq's); not beside hosted tools",
+    ),
+]
 Detail = Literal["auto", "low", "high"]
 _FORBID = ConfigDict(extra="forbid")
 
@@ -104,6 +113,7 @@ class UserTurn(BaseModel):
     role: Literal["user"]
     content: NotBlank | Annotated[list[TextPart | ImagePart], Field(min_length=1)]
     type: Literal["message"] | None = None
+    name: MessageName | None = None
 
 
 class CalledFunction(BaseModel):
@@ -148,6 +158,7 @@ class AssistantTurn(BaseModel):
     content: str | Annotated[list[TextPart | RefusalPart], Field(min_length=1)] | None = None
     tool_calls: Annotated[list[ToolCall], Field(min_length=1)] | None = None
     type: Literal["message"] | None = None
+    name: MessageName | None = None
     refusal: str | None = None
     annotations: list[Any] | None = None
     audio: None = None

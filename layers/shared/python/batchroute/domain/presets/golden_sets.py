@@ -28,6 +28,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.routing.items import (
+    MESSAGE_NAMES,
     PENALTIES,
     PENALTY_KEYS,
     SEED,
@@ -48,6 +49,7 @@ LANE_SPECIFIC: Final[dict[str, tuple[str, ...]]] = {
     SEED: ("seed",),
     PENALTIES: PENALTY_KEYS,
     SERIAL_TOOL_CALLS: ("parallel_tool_calls",),
+    MESSAGE_NAMES: ("messages",),  # a message's name
 }
 # The items' inputs and expected answers, as compact UTF-8 JSON: a golden set is kept in its
 # schedule's or preset's DynamoDB items (400 KB each, beside a 32,000-character system prompt).
@@ -325,8 +327,8 @@ def _items(raw: object, scorer: Scorer, field: str) -> tuple[GoldenItem, ...]:
                 key = next((k for k in keys if said.get(k)), keys[0])  # a penalty: the non-zero one
                 raise _invalid(
                     f"{where}.input.{key}",
-                    f"input.{key} is not taken in a golden item: it runs on every lane of its model, "
-                    f"and only some take it ({capability}).",
+                    f"What input.{key} asks for ({capability}) is not taken in a golden item: it runs "
+                    "on every lane of its model, and only some take it.",
                 )
         expected = entry.get("expected")
         if scorer.kind in ("exact", "contains") and (

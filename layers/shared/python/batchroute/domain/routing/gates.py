@@ -63,6 +63,7 @@ _CAPABILITY_MATCHES: Final[dict[str, frozenset[str]]] = {
     "seed": frozenset({"seed"}),
     "penalties": frozenset({"penalties"}),
     "serial_tool_calls": frozenset({"serial_tool_calls"}),
+    "message_names": frozenset({"message_names"}),
 }
 
 

@@ -15,7 +15,8 @@ Gemini does not take, `embedding_dimensions` for an embeddings item's `dimension
 `functions_with_hosted_tools` for functions and hosted tools in one item,
 `tools_with_json_output` for tools declared beside a JSON answer format, `whitespace_stop`
 for a stop sequence of whitespace alone, `seed` for a seed, `penalties` for a non-zero
-frequency or presence penalty, `serial_tool_calls` for `parallel_tool_calls: false` beside tools).
+frequency or presence penalty, `serial_tool_calls` for `parallel_tool_calls: false` beside tools,
+`message_names` for a user or assistant message's `name`).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
 the preflight prefixes it with `items[<index>]`.
 """
@@ -80,6 +81,14 @@ PENALTY_KEYS: Final = ("frequency_penalty", "presence_penalty")
 # with it routes only to lanes that offer this. Without tools, or under `tool_choice: none`,
 # it constrains nothing and is not sent (as `true`, the default, never is).
 SERIAL_TOOL_CALLS: Final = "serial_tool_calls"
+# A user or assistant message's `name` (who of several participants of one role speaks:
+# AutoGen's agents): OpenAI's Chat Completions takes one (`^[a-zA-Z0-9_-]+$`, as its API says
+# in a refusal; at most 64 here, as its other names) and Groq documents it; Anthropic,
+# Bedrock, Gemini and the Responses API have no place for one, and the other hosts document
+# none, so an item with one routes only to lanes that offer this; not beside hosted tools.
+MESSAGE_NAMES: Final = "message_names"
+MESSAGE_NAME_PATTERN: Final = r"^[a-zA-Z0-9_-]{1,64}$"
+_MESSAGE_NAME: Final = re.compile(MESSAGE_NAME_PATTERN)
 # The sampling options OpenAI's Responses API, which runs the hosted tools, has none of: an
 # item with hosted tools may not set them (a penalty of 0, the default, sets nothing).
 NOT_WITH_HOSTED_TOOLS: Final = ("stop", "seed", *PENALTY_KEYS)
@@ -167,9 +176,9 @@ _INERT_KEYS: Final[dict[str, int | bool]] = {
 _MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
     "system": frozenset({"role", "content", "type"}),
     "developer": frozenset({"role", "content", "type"}),
-    "user": frozenset({"role", "content", "type"}),
+    "user": frozenset({"role", "content", "type", "name"}),
     "assistant": frozenset(
-        {"role", "content", "type", "tool_calls", "refusal", "annotations", "audio", "function_call"}
+        {"role", "content", "type", "name", "tool_calls", "refusal", "annotations", "audio", "function_call"}
     ),
     "tool": frozenset({"role", "content", "tool_call_id"}),
 }
@@ -485,6 +494,14 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
         elif extra is not None:
             problems.append(_shape("invalid_field", f"input.{key}", f"{key} must be a string."))
     text_bytes += _read_tools(payload, found, problems)
+    if found.tools and MESSAGE_NAMES in found.capabilities:
+        problems.append(
+            _unsupported(
+                "input.messages" if "messages" in payload else "input.input",
+                "A message's name cannot be combined with hosted tools: OpenAI's Responses API, "
+                "which runs them on OpenAI's lanes, has no message names.",
+            )
+        )
     if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
         _read_sampling(payload, found, problems)
         for key in NOT_WITH_HOSTED_TOOLS if found.tools else ():
@@ -553,6 +570,8 @@ def _read_turns(
         )  # a plain {role, content} turn holds no tool call or answer
     if not problems:
         _check_turn_order(conversation, where, turns_with_tools, problems)
+    if turns_with_tools and any(_named_turn(message) for message in conversation):
+        found.capabilities.add(MESSAGE_NAMES)
     if turns_with_tools and any(_tool_turn(message) for message in conversation):
         # The history is sent as tool turns, which only a lane with tool calling takes
         # (Llama's batch prompt on Bedrock has no place for them), tools declared or not.
@@ -564,6 +583,27 @@ def _read_turns(
         # an image whose URL tells none, or a GIF, goes only to lanes that read any image type.
         found.capabilities.add(ANY_IMAGE_TYPE)
     return text_bytes, len(conversation), images
+
+
+def _named_turn(message: object) -> bool:
+    """A user's or an assistant's turn that names its speaker (a null name is none; a
+    function_call item's `name` is the function's)."""
+    return (
+        type(message) is dict
+        and message.get("role") in ("user", "assistant")
+        and message.get("name") is not None
+    )
+
+
+def _check_name(name: object, where: str, problems: list[ItemProblem]) -> None:
+    if not (isinstance(name, str) and _MESSAGE_NAME.fullmatch(name)):
+        problems.append(
+            _shape(
+                "invalid_field",
+                where,
+                "name must be 1-64 letters, digits, _ or - (OpenAI's ^[a-zA-Z0-9_-]+$).",
+            )
+        )
 
 
 def _image_urls(conversation: list[object]) -> Iterator[str]:
@@ -746,6 +786,8 @@ def _read_message(
     for key in sorted(message.keys() - _MESSAGE_KEYS[str(role)]):
         article = "An" if role == "assistant" else "A"  # "a user", "a tool": only assistant takes "an"
         problems.append(_unsupported(f"{where}.{key}", f"{article} {role} message does not take {key!r}."))
+    if _named_turn(message):
+        _check_name(message["name"], f"{where}.name", problems)
     calls = message.get("tool_calls")
     refusal = _read_assistant_extras(message.get, where, problems) if role == "assistant" else ""
     text_bytes, images = _read_content(message.get("content"), str(role), calls or refusal, where, problems)
