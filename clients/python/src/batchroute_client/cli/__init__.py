@@ -18,6 +18,7 @@ from batchroute_client.cli import runtime as rt
 from batchroute_client.cli.app import CREATED, BatchEnded, app
 from batchroute_client.cli.config import ConfigError
 from batchroute_client.cli.inputs import InputError
+from batchroute_client.cli.presets import presets
 from batchroute_client.cli.schedules import schedules
 from batchroute_client.errors import (
     APIConnectionError,
@@ -31,6 +32,7 @@ from batchroute_client.errors import (
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_NETWORK, EXIT_BATCH_ENDED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 app.add_typer(schedules)  # `batchroute schedules ...`
+app.add_typer(presets)  # `batchroute presets ...`
 
 
 def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -> int:

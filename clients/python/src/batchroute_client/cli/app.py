@@ -115,12 +115,32 @@ def _show(*renderables: Any) -> None:
     render.out(rt.CURRENT.columns()).print(Group(*renderables))
 
 
+def json_object(path: Path, option: str) -> dict[str, Any]:
+    """The JSON object a file given as `option` holds (the API checks its fields); a usage
+    error (exit 2) for a file that cannot be read or holds something else."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise typer.BadParameter(f"{path}: not a readable JSON file ({exc})", param_hint=option) from exc
+    if not isinstance(document, dict):
+        raise typer.BadParameter(f"{path}: not a JSON object", param_hint=option)
+    return document
+
+
 def answer(ctx: typer.Context, json_flag: bool, document: Any, *renderables: Any) -> None:
     """`document` as JSON with --json, else the renderables."""
     if _json(ctx, json_flag):
         render.emit_json(document)
     else:
         _show(*renderables)
+
+
+def benchmark_runs(ctx: typer.Context, json_flag: bool, runs: Any, version: int) -> None:
+    """A version's golden-set runs (a schedule's or a preset's): the list as JSON with --json,
+    else a table of scores per lane for each run."""
+    tables = [render.benchmark_table(run) for run in runs.data]
+    none = render.fields_table([("benchmarks", f"no golden-set run of version {version} yet")])
+    answer(ctx, json_flag, render.as_dict(runs), *(tables or [none]))
 
 
 # -- configuration --------------------------------------------------------------------------------
@@ -424,7 +444,7 @@ def listing(ctx: typer.Context, json_flag: bool, rows: Iterator[Any], limit: int
     taken = itertools.islice(rows, limit or None)
     if _json(ctx, json_flag):
         for row in taken:
-            render.emit_jsonl(row.raw)
+            render.emit_jsonl(render.as_dict(row))
         return
     _show(table(list(taken)))
 

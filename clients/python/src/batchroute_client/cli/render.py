@@ -24,6 +24,9 @@ from batchroute_client.models import (
     GoldenSetRun,
     Item,
     Money,
+    Preset,
+    PresetTemplate,
+    PresetVersion,
     Quote,
     Schedule,
     ScheduleRun,
@@ -405,6 +408,52 @@ def benchmark_table(run: GoldenSetRun) -> Grid:
     ]
     title = f"{run.regression_id}: version {run.version}, threshold {run.threshold}"
     return Grid(columns, rows, title=f"{title}, charged {money(run.charged)}")
+
+
+def preset_view(preset: PresetTemplate) -> Grid:
+    """A preset (or one version of it): what items naming it get."""
+    archived = getattr(preset, "archived_at", None)
+    golden = preset.golden_set or {}
+    golden_line = f"{len(golden.get('items') or [])} items on {golden.get('model')}"
+    return fields_table(
+        [
+            ("preset", preset.ref),
+            ("state", state("archived" if archived else "active")),
+            ("model", _preset_model(preset)),
+            ("operation", preset.operation or "-"),
+            ("system prompt", shorten(preset.system_prompt or "-", 80)),
+            *([("description", preset.description)] if preset.description else []),
+            ("parameters", _set_fields(preset.parameters)),
+            ("routing", _set_fields(preset.routing)),
+            *([("golden set", golden_line)] if golden else []),
+            ("created", preset.created_at),
+        ]
+    )
+
+
+def _preset_model(preset: PresetTemplate) -> str:
+    return preset.model or f"workflow {preset.workflow_product}"
+
+
+def _set_fields(model: Any) -> str:
+    """A model's fields that are set, as `key=JSON` pairs."""
+    given = {k: v for k, v in dataclasses.asdict(model).items() if v is not None}
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in given.items()) or "-"
+
+
+def presets_table(presets: Iterable[Preset]) -> Grid:
+    columns = [Col("name"), Col("version", justify="right"), Col("model", flex=True), Col("state", drop=1)]
+    rows: list[list[Cell]] = [
+        [p.name, str(p.latest_version), _preset_model(p), state("archived" if p.archived_at else "active")]
+        for p in presets
+    ]
+    return Grid(columns, rows, title="Presets")
+
+
+def preset_versions_table(versions: Iterable[PresetVersion]) -> Grid:
+    columns = [Col("ref"), Col("model", flex=True), Col("created", drop=1), Col("by", drop=2)]
+    rows: list[list[Cell]] = [[v.ref, _preset_model(v), v.created_at, v.created_by or "-"] for v in versions]
+    return Grid(columns, rows, title="Versions")
 
 
 def runs_table(runs: Iterable[ScheduleRun]) -> Grid:

@@ -4,7 +4,6 @@ command is a thin layer over `client.schedules`, as the batch commands are over
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from batchroute_client.cli import render
-from batchroute_client.cli.app import JsonOpt, answer, client_of, listing
+from batchroute_client.cli.app import JsonOpt, answer, benchmark_runs, client_of, json_object, listing
 from batchroute_client.client import Client
 from batchroute_client.models import Schedule
 
@@ -33,18 +32,6 @@ GoldenSetOpt = Annotated[
     ),
 ]
 TimeZoneOpt = Annotated[str | None, typer.Option("--time-zone", help="An IANA time zone.")]
-
-
-def _golden_set(path: Path) -> dict[str, Any]:
-    """The golden set a JSON file holds (the API checks its fields)."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        problem = f"{path}: not a readable JSON file ({exc})"
-        raise typer.BadParameter(problem, param_hint="--golden-set") from exc
-    if not isinstance(document, dict):
-        raise typer.BadParameter(f"{path}: a golden set is a JSON object", param_hint="--golden-set")
-    return document
 
 
 def _shown(ctx: typer.Context, json_mode: bool, act: Callable[[Client], Schedule]) -> None:
@@ -100,7 +87,7 @@ def create(
         raise typer.BadParameter("--prefix goes with --target, and --preset with them", param_hint="--prefix")
     options: dict[str, Any] = {"time_zone": time_zone, "state": "paused" if paused else "active"}
     if golden_set is not None:
-        options["golden_set"] = _golden_set(golden_set)
+        options["golden_set"] = json_object(golden_set, "--golden-set")
 
     def made(client: Client) -> Schedule:
         source: dict[str, Any]
@@ -140,7 +127,7 @@ def update(
         if value is not None
     }
     if golden_set is not None or no_golden_set:
-        changes["golden_set"] = _golden_set(golden_set) if golden_set is not None else None
+        changes["golden_set"] = json_object(golden_set, "--golden-set") if golden_set is not None else None
     if not changes:
         raise typer.BadParameter("nothing to change: give at least one option", param_hint="--name")
     _shown(ctx, json_mode, lambda client: client.schedules.update(schedule_id, **changes))
@@ -165,9 +152,7 @@ def benchmarks(
     """A version's golden-set runs, newest first, a score per lane each."""
     with client_of(ctx) as client:
         runs = client.schedules.benchmarks(schedule_id, version)
-    tables = [render.benchmark_table(run) for run in runs.data]
-    none = render.fields_table([("benchmarks", f"no golden-set run of version {version} yet")])
-    answer(ctx, json_mode, render.as_dict(runs), *(tables or [none]))
+    benchmark_runs(ctx, json_mode, runs, version)
 
 
 @schedules.command()
