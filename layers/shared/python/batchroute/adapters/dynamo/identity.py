@@ -210,14 +210,17 @@ class IdentityStore(DynamoStore):
 
     def revoke_key(self, key: ApiKey, at: str) -> bool:
         """Revoke the key and its copy at once; False when it was already revoked."""
-        revoke = update_request(
-            self.table_name,
-            _meta_key(f"KEY#{key.key_hash}"),
-            "SET revoked_at = :at",
-            condition="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
-            values={":at": at},
-        )
+        revoke = self._stamp_once(f"KEY#{key.key_hash}", "revoked_at", at)
         return self.transact([{"Update": revoke}, self._key_copy(replace(key, revoked_at=at))])
+
+    def _stamp_once(self, pk: str, field: str, at: str, *, also: str | None = None) -> dict[str, Any]:
+        """The update that sets `field` to `at` on the item at `pk` once: refused when the
+        item is gone or `field` is set already (or `also`, a further condition on `:at`, fails)."""
+        unset = f"attribute_exists(pk) AND attribute_not_exists({field})"
+        condition = f"{unset} AND {also}" if also else unset
+        return update_request(
+            self.table_name, _meta_key(pk), f"SET {field} = :at", condition=condition, values={":at": at}
+        )
 
     # -- sessions ------------------------------------------------------------------------
     def put_session(self, session: Session) -> None:
@@ -273,13 +276,7 @@ class IdentityStore(DynamoStore):
 
     def consume_token(self, *, purpose: str, token_hash: str, now: str) -> SpentToken | None:
         """The token, once: a used, expired or unknown token gives None."""
-        request = update_request(
-            self.table_name,
-            _meta_key(f"TOKEN#{purpose}#{token_hash}"),
-            "SET used_at = :now",
-            condition="attribute_exists(pk) AND attribute_not_exists(used_at) AND expires_at > :now",
-            values={":now": now},
-        )
+        request = self._stamp_once(f"TOKEN#{purpose}#{token_hash}", "used_at", now, also="expires_at > :at")
         response = written(self.dynamodb.update_item, **request, ReturnValues="ALL_NEW")
         if response is None:
             return None
