@@ -36,6 +36,11 @@ models it serves (`models`; none: any name is served), as OpenAI answers it (`mo
   text-embedding-3-large; `VECTOR_SIZES`): 400 `invalid_value` naming `dimensions` (the
   guide gives the sizes, not the wording, which is modelled).
 
+Groq (provider `groq`) refuses the OpenAI fields its compatibility page lists as "currently
+not supported and will result in a 400 error" when supplied (`GROQ_UNSUPPORTED`: `logprobs`,
+`logit_bias`, `top_logprobs`, a message's `name`, `n` other than 1): 400
+`invalid_request_error` naming the field (`host_refusal`; the wording is modelled).
+
 OpenAI itself (provider `openai`, not the compatible hosts) refuses an embeddings request
 whose inputs sum past 300,000 tokens (`REQUEST_TOKEN_LIMIT`, its OpenAPI document's
 CreateEmbeddingRequest.input), counted as the answer's `usage` counts them: 400 "Requested
@@ -112,6 +117,9 @@ VECTOR_SIZES: Final = {"text-embedding-3-small": 1536, "text-embedding-3-large":
 # tokens summed across all inputs in a single request". OpenAI's own (provider `openai`); the
 # compatible hosts document no such limit.
 REQUEST_TOKEN_LIMIT: Final = 300_000
+# What Groq's OpenAI compatibility page lists as not supported ("will result in a 400 error"
+# if supplied), besides a message's `name` and `n` other than 1 (module doc).
+GROQ_UNSUPPORTED: Final = ("logprobs", "logit_bias", "top_logprobs")
 # A model named like an embedding model (when `embedding_models` is not given).
 _EMBEDDING_NAME = re.compile(r"embed|bge", re.IGNORECASE)
 
@@ -430,7 +438,7 @@ class OpenAIEmulator:
     def refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """OpenAI's answer to a valid request to `url` it still refuses: its refusal of the
         model (`model_refusal`), or (OpenAI itself) embeddings inputs over its 300,000 tokens."""
-        refused = self.model_refusal(url, body) or self.over_window(url, body)
+        refused = self.host_refusal(body) or self.model_refusal(url, body) or self.over_window(url, body)
         if refused is not None or url != EMBEDDINGS_URL:
             return refused
         return _over_request_tokens(self.work(body, path=url), self.request_token_limit)
@@ -452,6 +460,19 @@ class OpenAIEmulator:
             "Please reduce the length of the messages or completion."
         )
         return 400, error_body(message, kind=INVALID, code="context_length_exceeded", param="messages")
+
+    def host_refusal(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """Groq's 400 for an OpenAI field it does not take (module doc); None elsewhere."""
+        if self.provider != "groq":
+            return None
+        named = [f"messages[{i}].name" for i, m in enumerate(body.get("messages") or []) if "name" in m]
+        given = [*(key for key in GROQ_UNSUPPORTED if key in body), *named]
+        if body.get("n") not in (None, 1):
+            given.append("n")
+        if not given:
+            return None
+        message = f"'{given[0]}' is not supported by this API"
+        return 400, error_body(message, kind=INVALID, param=given[0])
 
     def model_refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """OpenAI's answer (status, error body) to a request to `url` (its API's path) whose
@@ -485,7 +506,11 @@ class OpenAIEmulator:
         if self.vllm and body.get("top_p") == 0:  # vLLM's SamplingParams: 0 < top_p <= 1
             message = f"top_p must be in (0, 1], got {body['top_p']}."
             return Reply.json(400, error_body(message, kind="BadRequestError", param="top_p"))
-        model_refused = self.model_refusal(request.path, body) or self.over_window(request.path, body)
+        model_refused = (
+            self.host_refusal(body)
+            or self.model_refusal(request.path, body)
+            or self.over_window(request.path, body)
+        )
         if model_refused is not None:
             return Reply.json(*model_refused)
         work = self.work(body, path=request.path)

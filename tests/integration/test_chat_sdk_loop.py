@@ -104,10 +104,10 @@ def test_a_prior_refusal_is_taken_as_the_assistants_turn(client: TestClient, org
         assert raised.value.body["details"] == {"field": f"messages[1].{key}"}
         assert "must be null" in raised.value.body["message"]
 
-    # A participant's name is taken (on a lane whose API takes one); one OpenAI would refuse is not
+    # A participant's name is taken (on OpenAI's lane, whose API takes one); one OpenAI would refuse is not
     def named(name: str) -> Any:
         said = [messages[0], {"role": "assistant", "content": "Hi", "name": name}, messages[2]]
-        return chat_sdk(client, org).chat.completions.create(model=LLAMA, messages=said, max_tokens=8)
+        return chat_sdk(client, org).chat.completions.create(model="gpt-4o-mini", messages=said, max_tokens=8)
 
     assert named("bot").choices[0].message.content
     with pytest.raises(openai.BadRequestError) as refused_name:

@@ -319,6 +319,25 @@ def test_a_body_openai_refuses_gets_openais_400_naming_the_param(
     )
 
 
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"messages": [{"role": "user", "content": "hi", "name": "ann"}]}, "messages[0].name"),
+        ({"logit_bias": {"1": 5}}, "logit_bias"),
+        ({"n": 2}, "n"),
+    ],
+)
+def test_groq_refuses_the_openai_fields_it_lists_as_unsupported(
+    server: EmulatorServer, extra: dict[str, Any], param: str
+) -> None:
+    # Groq's OpenAI compatibility page: "will result in a 400 error" if supplied; OpenAI takes them
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], **extra}
+    assert (
+        _refusal(httpx.post(server.base_url + "/hosts/groq/v1/chat/completions", json=body))["param"] == param
+    )
+    assert httpx.post(server.base_url + "/openai/v1/chat/completions", json=body).status_code == 200
+
+
 def _chat_batch(sdk: openai.OpenAI, bodies: dict[str, dict[str, Any]]) -> Batch:
     """A Chat Completions batch of one line per body (by custom_id), run to its end."""
     lines = [

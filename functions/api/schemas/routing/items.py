@@ -55,7 +55,7 @@ MessageName = Annotated[
     Field(
         pattern=MESSAGE_NAME_PATTERN,
         description="Who of several participants of one role speaks: routes only to lanes offering "
-        "message_names (OpenAI's, Groq's); not beside hosted tools",
+        "message_names (OpenAI's); not beside hosted tools",
     ),
 ]
 Detail = Literal["auto", "low", "high"]

@@ -98,7 +98,7 @@ _CAPABILITY_NAMES: Final = {
     "hosts' lanes only; leave it out or at 0, or use another model)",
     "serial_tool_calls": "parallel_tool_calls false (serial_tool_calls: offered on OpenAI's, Anthropic's "
     "and Groq's lanes only; leave it out or true, or use another model)",
-    "message_names": "a message's name (message_names: offered on OpenAI's and Groq's lanes only; "
+    "message_names": "a message's name (message_names: offered on OpenAI's lanes only; "
     "leave it out, or use another model)",
 }
 

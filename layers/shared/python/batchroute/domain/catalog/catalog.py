@@ -29,7 +29,7 @@ SlaTier = Literal["flex", "standard", "priority"]
 # `seed`: a sampling seed (not Anthropic's models, nor Bedrock's lanes).
 # `penalties`: a non-zero frequency or presence penalty (OpenAI and the hosts that document one).
 # `serial_tool_calls`: `parallel_tool_calls: false` beside tools (OpenAI, Anthropic, Groq).
-# `message_names`: a user or assistant message's `name` (OpenAI's Chat Completions, Groq).
+# `message_names`: a user or assistant message's `name` (OpenAI's Chat Completions).
 RuntimeCapability = Literal[
     "tool_calling",
     "structured_outputs",

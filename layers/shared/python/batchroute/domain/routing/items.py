@@ -83,8 +83,8 @@ PENALTY_KEYS: Final = ("frequency_penalty", "presence_penalty")
 SERIAL_TOOL_CALLS: Final = "serial_tool_calls"
 # A user or assistant message's `name` (who of several participants of one role speaks:
 # AutoGen's agents): OpenAI's Chat Completions takes one (`^[a-zA-Z0-9_-]+$`, as its API says
-# in a refusal; at most 64 here, as its other names) and Groq documents it; Anthropic,
-# Bedrock, Gemini and the Responses API have no place for one, and the other hosts document
+# in a refusal; at most 64 here, as its other names); Anthropic, Bedrock, Gemini and the
+# Responses API have no place for one, Groq refuses one (400) and the other hosts document
 # none, so an item with one routes only to lanes that offer this; not beside hosted tools.
 MESSAGE_NAMES: Final = "message_names"
 MESSAGE_NAME_PATTERN: Final = r"^[a-zA-Z0-9_-]{1,64}$"

@@ -319,11 +319,13 @@ class Route:
     and every item of a route without it, to Chat Completions. `least_top_p`: the smallest
     `top_p` the hosts take: vLLM (the edge pools, an operator's pool) refuses 0 ("top_p must
     be in (0, 1]"), so 0, the top token only, is sent as the least nucleus that still holds
-    only the top token."""
+    only the top token. `message_names`: a message's `name` is sent (OpenAI); a host is sent
+    none (Groq refuses one, the others document none): refused, never dropped."""
 
     responses_api: bool
     token_field: TokenField
     least_top_p: float = 0.0
+    message_names: bool = True
 
     def path(self, request: base.ProviderRequest) -> str:
         if request.operation == "embeddings":
@@ -343,6 +345,8 @@ class Route:
         if path == RESPONSES_PATH:
             return responses_body(request, stream=stream)
         body = chat_body(request, token_field=self.token_field, stream=stream)
+        if not self.message_names and any("name" in m for m in body["messages"]):
+            raise Inexpressible("this host takes no message `name` (routing sends none here: message_names)")
         if body.get("top_p") == 0 and self.least_top_p:
             body["top_p"] = self.least_top_p
         return body
@@ -358,7 +362,12 @@ class Route:
 
 
 OPENAI_ROUTE: Final = Route(responses_api=True, token_field=OPENAI_TOKEN_FIELD)
-HOST_ROUTE: Final = Route(responses_api=False, token_field="max_tokens", least_top_p=1e-9)  # noqa: S106 - a field name
+HOST_ROUTE: Final = Route(
+    responses_api=False,
+    token_field="max_tokens",  # noqa: S106 - a field name
+    least_top_p=1e-9,
+    message_names=False,
+)
 
 
 # -- answers -------------------------------------------------------------------------------
