@@ -50,20 +50,10 @@ _MODE_KINDS: Final[dict[str, frozenset[str]]] = {
     "public_only": frozenset({"vendor_batch", "public_host"}),
     "edge_only": frozenset({"edge"}),
 }
-# A runtime capability an item needs, and the lane capabilities that satisfy it.
+# A runtime capability an item needs that other lane capabilities also satisfy; every other
+# need is met by the lane capability (or operation) of its own name.
 _CAPABILITY_MATCHES: Final[dict[str, frozenset[str]]] = {
     "json_schema": frozenset({"json_schema", "structured_outputs"}),
-    "tool_calling": frozenset({"tool_calling"}),
-    "vision": frozenset({"vision"}),
-    "any_image_type": frozenset({"any_image_type"}),
-    "embedding_dimensions": frozenset({"embedding_dimensions"}),
-    "functions_with_hosted_tools": frozenset({"functions_with_hosted_tools"}),
-    "tools_with_json_output": frozenset({"tools_with_json_output"}),
-    "whitespace_stop": frozenset({"whitespace_stop"}),
-    "seed": frozenset({"seed"}),
-    "penalties": frozenset({"penalties"}),
-    "serial_tool_calls": frozenset({"serial_tool_calls"}),
-    "message_names": frozenset({"message_names"}),
 }
 
 
@@ -355,7 +345,10 @@ def _tools_gate(lane: Lane, group: ModelGroup, request: RouteRequest) -> GateFai
 def _capabilities_gate(lane: Lane, group: ModelGroup) -> GateFailure | None:
     offered_capabilities = set(lane.runtime_capabilities).union(lane.operations)
     missing_capabilities = {
-        need for need in group.capabilities if not _CAPABILITY_MATCHES[need] & offered_capabilities
+        need
+        for need in group.capabilities
+        if need not in offered_capabilities
+        and not _CAPABILITY_MATCHES.get(need, frozenset()) & offered_capabilities
     }
     if not missing_capabilities:
         return None

@@ -27,7 +27,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Set
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, NotRequired, TypedDict, get_args
+from typing import Any, Final, NamedTuple, NotRequired, TypedDict, TypeGuard, get_args
 
 from batchroute.domain.catalog.catalog import OPERATIONS, HostedTool, Lane, Operation
 from batchroute.domain.catalog.pricing import ToolUses
@@ -650,9 +650,7 @@ def _check_extra_keys(payload: dict[str, object], known: frozenset[str], problem
 def _read_sampling(payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]) -> None:
     for key, high in (("temperature", 2), ("top_p", 1)):
         value = payload.get(key)
-        if value is not None and not (
-            isinstance(value, int | float) and _is_number(value) and 0 <= value <= high
-        ):
+        if value is not None and not (_is_number(value) and 0 <= value <= high):
             problems.append(
                 _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
             )
@@ -660,7 +658,7 @@ def _read_sampling(payload: dict[str, object], found: _Estimate, problems: list[
         value = payload.get(penalty)
         if value is None or (value == 0 and _is_number(value)):
             continue
-        if isinstance(value, int | float) and _is_number(value) and -2 <= value <= 2:
+        if _is_number(value) and -2 <= value <= 2:
             found.capabilities.add(PENALTIES)
         else:
             problems.append(
@@ -698,7 +696,7 @@ def _read_sampling(payload: dict[str, object], found: _Estimate, problems: list[
         found.capabilities.add(WHITESPACE_STOP)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
